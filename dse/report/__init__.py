@@ -1,0 +1,1 @@
+"""Tables and plots: compute the data (pure), then render."""

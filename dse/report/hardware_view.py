@@ -1,0 +1,121 @@
+"""How a hardware spec is shown to people (`dse show`): data first, then rich tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from dse import units
+from dse.spec.hardware import PRECISIONS, HardwareSpec, derived_figures
+
+
+def hardware_document(spec: HardwareSpec) -> dict[str, Any]:
+    """The resolved spec in SI units plus derived figures, for JSON/YAML output."""
+    return {"spec": spec.model_dump(mode="json", exclude_none=True),
+            "derived": derived_figures(spec)}
+
+
+def _q(value: float | None, kind: units.Kind) -> str:
+    return "-" if value is None else units.format_quantity(value, kind)
+
+
+def _rate(value: float | None, precision: str) -> str:
+    if value is None:
+        return "-"
+    text = units.format_quantity(value, units.FLOP_RATE)
+    return text.replace("FLOP/s", "OP/s") if precision.startswith("int") else text
+
+
+def hardware_tables(spec: HardwareSpec) -> Group:
+    """Everything `dse show` prints in table form."""
+    d = derived_figures(spec)
+    c = spec.compute
+    head = Text()
+    head.append(spec.name, style="bold")
+    if spec.vendor:
+        head.append(f"  ({spec.vendor})")
+    if spec.base:
+        head.append(f"  derived from {spec.base}")
+    if spec.description:
+        head.append(f"\n{spec.description}")
+    head.append(f"\nsource: {spec.source}", style="dim")
+
+    compute = Table(title="Compute (dense peaks)", title_justify="left")
+    compute.add_column("precision")
+    compute.add_column("matrix", justify="right")
+    compute.add_column("vector", justify="right")
+    compute.add_column("achievable", justify="right")
+    ach = c.matrix.achievable
+    for p in PRECISIONS:
+        m, v = d["matrix_peak_flop_per_s"].get(p), d["vector_peak_flop_per_s"].get(p)
+        if m is None and v is None:
+            continue
+        compute.add_row(p, _rate(m, p), _rate(v, p),
+                        f"{ach.at(p):.3f}" if (ach and m is not None) else "-")
+    clock = f" at {_q(c.clock, units.FREQUENCY)}" if c.clock else ""
+    tile = f"; matrix tile {c.matrix.tile.m}x{c.matrix.tile.n}x{c.matrix.tile.k}" \
+        if c.matrix.tile else ""
+    compute.caption = f"{c.units} {c.unit_name}{'s' if c.units != 1 else ''}{clock}{tile}"
+    compute.caption_justify = "left"
+
+    memory = Table(title="Memory hierarchy (innermost first, chip totals)", title_justify="left")
+    for col in ("level", "kind", "capacity", "bandwidth", "latency", "detail"):
+        memory.add_column(col, justify="right" if col in ("capacity", "bandwidth", "latency")
+                          else "left")
+    for level, dl in zip(spec.memory, d["levels"], strict=True):
+        detail = []
+        if level.scope == "per_unit":
+            detail.append(f"{_q(level.capacity, units.BYTES)} per {c.unit_name}")
+        if level.interface:
+            detail.append(level.interface)
+        if level.stacks:
+            detail.append(f"{level.stacks} stacks")
+        if level.channels:
+            detail.append(f"{level.channels} channels")
+        memory.add_row(level.name, level.kind, _q(dl["capacity_bytes"], units.BYTES),
+                       _q(dl["bandwidth_bytes_per_s"], units.BANDWIDTH),
+                       _q(level.latency, units.TIME), ", ".join(detail))
+
+    ridge = Table(title="Ridge points (FLOP per byte at which compute and the level balance)",
+                  title_justify="left")
+    ridge.add_column("level")
+    precisions = list(d["peak_flop_per_s"])
+    for p in precisions:
+        ridge.add_column(p, justify="right")
+    for dl in d["levels"]:
+        ridge.add_row(dl["name"], *(f"{dl['ridge_flop_per_byte'][p]:.3g}" for p in precisions))
+
+    parts: list[Any] = [head, compute, memory, ridge]
+    ic = spec.interconnect
+    if ic is not None:
+        lines = []
+        if ic.links:
+            lines.append(f"{ic.name or 'chip-to-chip'}: {ic.links} links x "
+                         f"{_q(ic.link_bandwidth, units.BANDWIDTH)} = "
+                         f"{_q(ic.chip_bandwidth, units.BANDWIDTH)} per direction, "
+                         f"{ic.topology}, {ic.chips_per_node} chips per node"
+                         + (f", latency {_q(ic.latency, units.TIME)}" if ic.latency else ""))
+        if ic.scale_out_bandwidth:
+            lines.append(f"scale-out: {_q(ic.scale_out_bandwidth, units.BANDWIDTH)} per chip "
+                         "per direction")
+        if ic.host_link:
+            lines.append(f"host link: {ic.host_link.name or ''} "
+                         f"{_q(ic.host_link.bandwidth, units.BANDWIDTH)} per direction".strip())
+        parts.append(Text("Interconnect\n", style="italic").append("\n".join(lines) or "none"))
+    facts = []
+    if spec.technology:
+        t = spec.technology
+        facts.append(f"node {t.node}")
+        if t.die_area:
+            facts.append(f"die area {_q(t.die_area, units.AREA)}"
+                         + (f" over {t.dies} dies" if t.dies > 1 else ""))
+        if t.transistors:
+            facts.append(f"{t.transistors / 1e9:.4g}e9 transistors")
+    if spec.tdp:
+        facts.append(f"TDP {_q(spec.tdp, units.POWER)}")
+    if facts:
+        parts.append(Text("Technology\n", style="italic").append(", ".join(facts)))
+    return Group(*parts)

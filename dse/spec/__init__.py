@@ -1,0 +1,1 @@
+"""User-facing schemas and the YAML loader."""

@@ -1,0 +1,302 @@
+"""Hardware description schema: compute engines, memory hierarchy, interconnect, technology.
+
+One YAML file describes one chip (or one package, for multi-die parts). Every quantity has
+a unit in YAML and is an SI float here (area in mm^2). Rates and on-chip capacities may be
+given per compute unit; `chip_*` helpers give the chip totals. This module does no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, get_args
+
+from pydantic import Field, model_validator
+
+from dse.spec.types import (
+    Area,
+    Bandwidth,
+    Bytes,
+    FlopRate,
+    Frequency,
+    OpsPerCycle,
+    Power,
+    Spec,
+    Time,
+)
+
+Precision = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+LevelKind = Literal["register", "sram", "cache", "dram", "host"]
+LEVEL_KINDS: tuple[str, ...] = get_args(LevelKind)
+# Position of each kind in a hierarchy listed innermost first: a level may not sit inside a
+# level of a higher rank (no DRAM inside a cache). SRAM scratchpads and caches interleave.
+LEVEL_RANK = {"register": 0, "sram": 1, "cache": 1, "dram": 2, "host": 3}
+ON_CHIP_KINDS = ("register", "sram", "cache")
+Interface = Literal[
+    "hbm2", "hbm2e", "hbm3", "hbm3e", "hbm4", "ddr4", "ddr5", "lpddr4x", "lpddr5", "lpddr5x",
+    "gddr6", "gddr6x", "gddr7", "cxl", "nvlink-c2c", "pcie4", "pcie5", "pcie6",
+]
+HBM_INTERFACES = ("hbm2", "hbm2e", "hbm3", "hbm3e", "hbm4")
+CHANNEL_INTERFACES = ("ddr4", "ddr5", "lpddr4x", "lpddr5", "lpddr5x", "gddr6", "gddr6x", "gddr7")
+Topology = Literal["switch", "ring", "torus2d", "torus3d", "mesh"]
+Fraction = Annotated[float, Field(gt=0, le=1)]
+
+
+class Achievable(Spec):
+    """Fraction of a datasheet peak that real code reaches on the real chip (hardware plus
+    its best library), with the measurement it comes from."""
+
+    fraction: Fraction
+    """Achieved / peak, for every precision not listed in `per_precision` (0 < f <= 1)."""
+    per_precision: dict[Precision, Fraction] = {}
+    """Precision-specific fractions where they were measured separately (e.g. fp8)."""
+    source: str = Field(min_length=1)
+    """Where the measurement comes from (benchmark, paper, log)."""
+
+    def at(self, precision: str) -> float:
+        """The achievable fraction at `precision`."""
+        return self.per_precision.get(precision, self.fraction)  # type: ignore[call-overload]
+
+
+class Tile(Spec):
+    """Native tile of the matrix engine, in elements: a GEMM of shape M x N x K runs as
+    ceil(M/m) * ceil(N/n) * ceil(K/k) tiles, so small or ragged shapes waste the array."""
+
+    m: int = Field(gt=0)
+    n: int = Field(gt=0)
+    k: int = Field(gt=0)
+
+
+class Engine(Spec):
+    """Peak rates of one kind of execution unit, per precision, dense (no sparsity): for the
+    whole chip (`peak`, fixed) or per compute unit per cycle (`peak_per_unit`, which scales
+    with `compute.units` and `compute.clock`, so a derived design that changes either keeps
+    a consistent peak)."""
+
+    peak: dict[Precision, FlopRate] = {}
+    """Dense peak of the whole chip per precision, FLOP/s, e.g. {bf16: 989 TFLOPS}."""
+    peak_per_unit: dict[Precision, OpsPerCycle] = {}
+    """Dense peak of one unit per precision, FLOP/cycle, e.g. {bf16: 4096 FLOP/cycle};
+    chip peak = this * units * clock."""
+
+    @model_validator(mode="after")
+    def _one_way_per_precision(self) -> Engine:
+        both = sorted(set(self.peak) & set(self.peak_per_unit))
+        if both:
+            raise ValueError(f"precision {', '.join(both)} is given both in peak and in "
+                             "peak_per_unit; give each precision one way")
+        if not self.peak and not self.peak_per_unit:
+            raise ValueError("expected at least one rate in peak or peak_per_unit")
+        return self
+
+    def chip_peak(self, units: int, clock_hz: float | None) -> dict[str, float]:
+        """Dense peak of the chip per precision, FLOP/s."""
+        out = {p: v * units * (clock_hz or 0.0) for p, v in self.peak_per_unit.items()}
+        out.update(self.peak)
+        return {p: out[p] for p in PRECISIONS if p in out}
+
+
+class MatrixEngine(Engine):
+    """Matrix engines (tensor cores, MXUs, systolic arrays): GEMMs and attention run here."""
+
+    tile: Tile | None = None
+    """Native tile for shape utilization; omitted: no tile quantization is modelled."""
+    achievable: Achievable | None = None
+    """Achieved fraction of `peak` on large GEMMs, measured on the real chip."""
+
+
+class Compute(Spec):
+    """The chip's compute: how many units, their clock and their engines."""
+
+    units: int = Field(gt=0)
+    """Number of compute units (SMs, cores, tiles, processing elements)."""
+    unit_name: str = "unit"
+    """What a unit is called on this chip (SM, CU, core, PE), for display."""
+    clock: Frequency | None = None
+    """Clock at which the peak rates hold; converts per-cycle values ("64 B/cycle")."""
+    matrix: MatrixEngine
+    """Matrix engines."""
+    vector: Engine | None = None
+    """Vector/SIMD units (softmax, norms, dequantization), where published."""
+
+    @model_validator(mode="after")
+    def _clock_for_per_unit(self) -> Compute:
+        engines = [("matrix", self.matrix), ("vector", self.vector)]
+        if self.clock is None and any(e and e.peak_per_unit for _, e in engines):
+            raise ValueError("peak_per_unit is per cycle and needs compute.clock")
+        return self
+
+    def matrix_peak(self) -> dict[str, float]:
+        """Chip matrix-engine peak per precision, FLOP/s."""
+        return self.matrix.chip_peak(self.units, self.clock)
+
+    def vector_peak(self) -> dict[str, float]:
+        """Chip vector-unit peak per precision, FLOP/s (empty when not given)."""
+        return self.vector.chip_peak(self.units, self.clock) if self.vector else {}
+
+
+class MemoryLevel(Spec):
+    """One level of the memory hierarchy. Levels are listed innermost first."""
+
+    name: str = Field(min_length=1)
+    """Unique name of the level (L1, L2, HBM, LPDDR5X ...)."""
+    kind: LevelKind
+    """register, sram (software-managed scratchpad), cache, dram, or host memory."""
+    capacity: Bytes
+    """Capacity, bytes; per compute unit if `scope` is per_unit."""
+    bandwidth: Bandwidth
+    """Peak bandwidth to the level below (toward compute), B/s; per unit if per_unit."""
+    latency: Time | None = None
+    """Load-to-use latency, seconds."""
+    scope: Literal["shared", "per_unit"] = "shared"
+    """shared: one level for the chip; per_unit: one instance per compute unit."""
+    interface: Interface | None = None
+    """Off-chip memory technology (hbm3, lpddr5x, ddr4 ...), for DRAM and host levels."""
+    stacks: int | None = Field(default=None, gt=0)
+    """Number of HBM stacks (area model: one PHY and controller each)."""
+    channels: int | None = Field(default=None, gt=0)
+    """Number of DDR/LPDDR/GDDR channels at the standard's width (area model)."""
+    achievable: Achievable | None = None
+    """Achieved fraction of `bandwidth` (e.g. a STREAM-like copy), with its source."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MemoryLevel:
+        on_chip = self.kind in ON_CHIP_KINDS
+        if self.scope == "per_unit" and not on_chip:
+            raise ValueError(f"scope per_unit is only for on-chip levels, not kind {self.kind}")
+        if self.interface is not None and on_chip:
+            raise ValueError(f"interface is for dram and host levels, not kind {self.kind}")
+        if self.stacks is not None and self.interface not in HBM_INTERFACES:
+            raise ValueError("stacks needs an HBM interface (hbm2 ... hbm4)")
+        if self.channels is not None and self.interface not in CHANNEL_INTERFACES:
+            raise ValueError("channels needs a DDR, LPDDR or GDDR interface")
+        return self
+
+    def chip_capacity(self, units: int) -> float:
+        """Capacity of the whole level across the chip, bytes."""
+        return self.capacity * (units if self.scope == "per_unit" else 1)
+
+    def chip_bandwidth(self, units: int) -> float:
+        """Aggregate bandwidth of the whole level across the chip, B/s."""
+        return self.bandwidth * (units if self.scope == "per_unit" else 1)
+
+
+class HostLink(Spec):
+    """Link between the chip and its host CPU."""
+
+    name: str | None = None
+    """e.g. "PCIe Gen5 x16"."""
+    bandwidth: Bandwidth
+    """Per direction, B/s."""
+    latency: Time | None = None
+
+
+class Interconnect(Spec):
+    """Chip-to-chip (scale-up) links, the scale-out network and the host link."""
+
+    name: str | None = None
+    """e.g. "NVLink 4", "ICI", "Infinity Fabric"."""
+    links: int = Field(ge=0)
+    """Number of chip-to-chip links on the chip (0: none)."""
+    link_bandwidth: Bandwidth | None = None
+    """Bandwidth of one link, per direction, B/s."""
+    latency: Time | None = None
+    """Latency of one chip-to-chip transfer (or collective step), seconds."""
+    topology: Topology | None = None
+    """How chips in a node connect: switch, ring, torus2d, torus3d, mesh."""
+    chips_per_node: int = Field(default=1, gt=0)
+    """Chips reachable over the scale-up links (a node, a pod slice)."""
+    scale_out_bandwidth: Bandwidth | None = None
+    """Network bandwidth per chip to other nodes, per direction, B/s."""
+    scale_out_latency: Time | None = None
+    host_link: HostLink | None = None
+
+    @model_validator(mode="after")
+    def _links(self) -> Interconnect:
+        if self.links > 0 and (self.link_bandwidth is None or self.topology is None):
+            raise ValueError("links > 0 needs link_bandwidth and topology")
+        if self.links == 0 and self.chips_per_node > 1:
+            raise ValueError("chips_per_node > 1 needs chip-to-chip links (links > 0)")
+        return self
+
+    @property
+    def chip_bandwidth(self) -> float:
+        """Total chip-to-chip bandwidth of the chip per direction, B/s (0 without links)."""
+        return self.links * (self.link_bandwidth or 0.0)
+
+
+class Technology(Spec):
+    """Process technology and published physical facts, for the area and power models."""
+
+    node: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    """Process node, naming hwspecs/tech/<node>.yaml (n14, n7, n5, n4 ...)."""
+    die_area: Area | None = None
+    """Published silicon area of the compute die(s), mm^2 (all dies of the package)."""
+    dies: int = Field(default=1, gt=0)
+    """Compute dies in the package."""
+    transistors: float | None = Field(default=None, gt=0)
+    """Published transistor count."""
+
+
+class HardwareSpec(Spec):
+    """A chip: its compute, memory hierarchy (innermost first), interconnect, technology."""
+
+    name: str = Field(min_length=1)
+    """Name of the design; defaults to the file name."""
+    source: str = Field(min_length=1)
+    """Where the numbers come from (datasheets, papers); required."""
+    base: str | None = None
+    """Spec this one inherits from (a name or a path); only the keys given here override."""
+    vendor: str | None = None
+    description: str | None = None
+    compute: Compute
+    memory: list[MemoryLevel] = Field(min_length=1)
+    interconnect: Interconnect | None = None
+    technology: Technology | None = None
+    tdp: Power | None = None
+    """Thermal design power (board or module), W."""
+
+
+def hierarchy_issues(spec: HardwareSpec) -> list[tuple[tuple[str | int, ...], str]]:
+    """Checks that span several levels: unique names, innermost-first order by kind.
+    Returns (key path, message) pairs; empty when the hierarchy is possible."""
+    issues: list[tuple[tuple[str | int, ...], str]] = []
+    seen: dict[str, int] = {}
+    for i, level in enumerate(spec.memory):
+        if level.name in seen:
+            issues.append((("memory", i, "name"),
+                           f"duplicate level name '{level.name}' (also memory[{seen[level.name]}])"))
+        seen.setdefault(level.name, i)
+    for i in range(1, len(spec.memory)):
+        inner, outer = spec.memory[i - 1], spec.memory[i]
+        if LEVEL_RANK[outer.kind] < LEVEL_RANK[inner.kind]:
+            issues.append((("memory", i, "kind"),
+                           f"a {outer.kind} level cannot sit outside a {inner.kind} level "
+                           f"(memory[{i - 1}] '{inner.name}'); list levels innermost first"))
+    return issues
+
+
+def derived_figures(spec: HardwareSpec) -> dict:
+    """Figures a reader wants at a glance, SI units: chip peaks per precision, per-level
+    totals, and the ridge point (FLOP per byte) of every level at every precision."""
+    units = spec.compute.units
+    matrix = spec.compute.matrix_peak()
+    vector = spec.compute.vector_peak()
+    peak = dict(vector)
+    peak.update({p: max(v, peak.get(p, 0.0)) for p, v in matrix.items()})
+    levels = []
+    for level in spec.memory:
+        bw = level.chip_bandwidth(units)
+        levels.append({
+            "name": level.name,
+            "kind": level.kind,
+            "capacity_bytes": level.chip_capacity(units),
+            "bandwidth_bytes_per_s": bw,
+            "ridge_flop_per_byte": {p: v / bw for p, v in peak.items()},
+        })
+    return {
+        "matrix_peak_flop_per_s": matrix,
+        "vector_peak_flop_per_s": vector,
+        "peak_flop_per_s": {p: peak[p] for p in PRECISIONS if p in peak},
+        "levels": levels,
+        "interconnect_bytes_per_s": spec.interconnect.chip_bandwidth if spec.interconnect else 0.0,
+    }

@@ -1,0 +1,200 @@
+"""The only YAML reader of dse: finds spec files by name or path, resolves `base:`
+inheritance, validates against the schema and reports every problem at once.
+
+Names resolve first beside the file that refers to them, then in the shipped library
+(`hwspecs/`, `workloads/`, `studies/`), so `base: h100-sxm` works from anywhere and a
+user's own designs can inherit from each other by name.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from dse.errors import Issue, SpecError
+from dse.spec import hardware
+from dse.spec.messages import issue_at, issues_from
+from dse.spec.types import CLOCK_CONTEXT_KEY
+from dse.spec.yamlpos import LDict, LList, read_yaml
+from dse.units import FREQUENCY, UnitError, to_kind
+
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+LIBRARY_FOLDERS = {"hardware": "hwspecs", "workload": "workloads", "study": "studies"}
+# Keys that describe one file and are never inherited through `base:`.
+_NOT_INHERITED = ("name", "source", "description", "base")
+# Marker a derived spec puts on an inherited list item (matched by name) to drop it.
+_REMOVE_KEY = "remove"
+
+
+def library_dir(kind: str) -> Path:
+    """Folder of shipped specs of `kind`: inside the installed package (wheel), else the
+    repository root (source checkout or editable install)."""
+    folder = LIBRARY_FOLDERS[kind]
+    packaged = _PACKAGE_DIR / "_data" / folder
+    return packaged if packaged.is_dir() else _PACKAGE_DIR.parent / folder
+
+
+def library_names(kind: str) -> list[str]:
+    """Names of the shipped specs of `kind`, sorted."""
+    folder = library_dir(kind)
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def _looks_like_path(ref: str) -> bool:
+    return "/" in ref or "\\" in ref or ref.endswith((".yaml", ".yml"))
+
+
+def resolve(ref: str | Path, kind: str, near: Path | None = None) -> Path:
+    """The file a name or path refers to. Raises DseError-style SpecError if none."""
+    ref_s = str(ref)
+    if isinstance(ref, Path) or _looks_like_path(ref_s):
+        path = Path(ref_s).expanduser()
+        if near is not None and not path.is_absolute():
+            path = near / path
+        if not path.is_file():
+            raise SpecError([Issue(ref_s, None, None, "", "file not found")])
+        return path
+    candidates = ([near / f"{ref_s}.yaml"] if near is not None else []) + [
+        library_dir(kind) / f"{ref_s}.yaml"]
+    for path in candidates:
+        if path.is_file():
+            return path
+    names = library_names(kind)
+    close = difflib.get_close_matches(ref_s, names, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(close)}?" if close else f"shipped: {', '.join(names)}"
+    raise SpecError([Issue(ref_s, None, None, "", f"unknown {kind} '{ref_s}' ({hint})")])
+
+
+def _named(items: Any) -> bool:
+    return isinstance(items, LList) and all(
+        isinstance(i, LDict) and isinstance(i.get("name"), str) for i in items)
+
+
+def _merge_named(base: LList, over: LList, issues: list[Issue]) -> LList:
+    """Merge lists of named mappings: an item whose name is inherited overrides that item in
+    place; a new item goes right after the item listed before it (first if none);
+    `remove: true` drops an inherited item."""
+    order: list[tuple[Any, Any]] = [(item, pos) for item, pos in zip(base, base.item_pos,
+                                                                      strict=True)]
+    index = {item["name"]: i for i, (item, _) in enumerate(order)}
+    cursor = -1
+    for item, pos in zip(over, over.item_pos, strict=True):
+        name = item["name"]
+        if name in index:
+            i = index[name]
+            if item.get(_REMOVE_KEY) is True:
+                order[i] = (None, None)
+            else:
+                order[i] = (_merge(order[i][0], item, issues), pos)
+            cursor = i
+        elif item.get(_REMOVE_KEY) is True:
+            issues.append(issue_at(item, (_REMOVE_KEY,), f"no inherited item named '{name}'"))
+        else:
+            order.insert(cursor + 1, (item, pos))
+            cursor += 1
+            index = {it["name"]: j for j, (it, _) in enumerate(order) if it is not None}
+    out = LList(over.pos)
+    for item, pos in order:
+        if item is not None:
+            out.add(item, pos)
+    return out
+
+
+def _merge(base: Any, over: Any, issues: list[Issue]) -> Any:
+    """Deep merge of `over` onto `base`: mappings merge key by key, lists of named mappings
+    merge by name, anything else is replaced."""
+    if isinstance(base, LDict) and isinstance(over, LDict):
+        out = LDict(over.pos)
+        for key in base:
+            out.copy_entry(base, key)
+        for key in over:
+            value = _merge(base[key], over[key], issues) if key in base else over[key]
+            out.copy_entry(over, key, value)
+        return out
+    if _named(base) and _named(over):
+        return _merge_named(base, over, issues)
+    return over
+
+
+def read_resolved(path: Path, kind: str, _stack: tuple[Path, ...] = ()) -> LDict:
+    """Read `path` and everything it inherits, merged; positions point at each value's file."""
+    here = path.resolve()
+    if here in _stack:
+        chain = " -> ".join(p.name for p in (*_stack, here))
+        raise SpecError([Issue(str(path), None, None, "base", f"inheritance cycle: {chain}")])
+    data = read_yaml(path, display=str(path))
+    if "name" not in data:
+        data.put("name", path.stem, data.pos, data.pos)
+    base_ref = data.get("base")
+    if base_ref is None:
+        return data
+    if not isinstance(base_ref, str) or not base_ref:
+        raise SpecError([issue_at(data, ("base",), "expected the name or path of a spec, "
+                                                  f"found {base_ref!r}")])
+    try:
+        base_path = resolve(base_ref, kind, near=path.parent)
+    except SpecError as e:
+        raise SpecError([issue_at(data, ("base",), e.issues[0].message)]) from None
+    base = read_resolved(base_path, kind, (*_stack, here))
+    for key in _NOT_INHERITED:
+        base.pop(key, None)
+    issues: list[Issue] = []
+    merged = _merge(base, data, issues)
+    if issues:
+        raise SpecError(issues)
+    return merged
+
+
+def validate(schema: type[BaseModel], data: LDict, context: dict[str, Any] | None = None
+             ) -> BaseModel:
+    """Validate positioned data against a schema; every error becomes one Issue."""
+    try:
+        return schema.model_validate(data, context=context or {})
+    except ValidationError as e:
+        raise SpecError(issues_from(e, schema, data)) from None
+
+
+def _clock_context(data: LDict) -> dict[str, Any]:
+    compute = data.get("compute")
+    clock = compute.get("clock") if isinstance(compute, dict) else None
+    try:
+        return {CLOCK_CONTEXT_KEY: to_kind(clock, FREQUENCY)} if clock is not None else {}
+    except UnitError:
+        return {}  # the clock field itself reports the problem
+
+
+def hardware_from_data(data: LDict) -> hardware.HardwareSpec:
+    """Validate merged hardware data, including the checks that span memory levels."""
+    spec = validate(hardware.HardwareSpec, data, _clock_context(data))
+    assert isinstance(spec, hardware.HardwareSpec)
+    problems = hardware.hierarchy_issues(spec)
+    if problems:
+        raise SpecError([issue_at(data, loc, msg) for loc, msg in problems])
+    return spec
+
+
+def load_hardware(ref: str | Path) -> hardware.HardwareSpec:
+    """Load a hardware spec by shipped name ("h100-sxm") or path, with inheritance."""
+    return hardware_from_data(read_resolved(resolve(ref, "hardware"), "hardware"))
+
+
+def detect_kind(data: dict) -> str:
+    """What a spec file describes: hardware, workload or study (from its top-level keys)."""
+    if data.get("kind") in ("transformer", "recommender", "gemm"):
+        return "workload"
+    if "objectives" in data or "parameters" in data:
+        return "study"
+    return "hardware"
+
+
+def check_file(path: Path) -> str:
+    """Validate one file of any kind; returns its kind. Raises SpecError with every issue."""
+    kind = detect_kind(read_yaml(path))
+    if kind == "hardware":
+        load_hardware(path)
+        return kind
+    raise SpecError([Issue(str(path), 1, 1, "", f"{kind} files are not supported by this "
+                                               "version of dse")])

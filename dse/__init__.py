@@ -7,6 +7,6 @@ try:
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+source"
 
-from dse.spec.load import load_hardware  # noqa: E402
+from dse.spec.load import load_hardware
 
 __all__ = ["__version__", "load_hardware"]

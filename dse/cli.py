@@ -11,7 +11,7 @@ import functools
 import json
 import os
 from collections.abc import Callable
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -32,7 +32,7 @@ app = typer.Typer(
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     table = "table"
     yaml = "yaml"
     json = "json"
@@ -54,7 +54,7 @@ def user_errors(func: F) -> F:
             raise typer.Exit(e.exit_code) from None
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
-        except Exception as e:  # noqa: BLE001 - the last line of defence for users
+        except Exception as e:
             if os.environ.get("DSE_DEBUG"):
                 raise
             _err(f"internal error: {type(e).__name__}: {e} (set DSE_DEBUG=1 for details)")

@@ -72,8 +72,8 @@ AREA_PER_BYTE = Kind("area per capacity", _dim(m=2, B=-1), "0.5 mm2/MiB", "mm2/B
 AREA_PER_RATE = Kind("area per compute rate", _dim(m=2, op=-1, s=1), "0.4 mm2/TFLOPS",
                      "mm2/(FLOP/s)", scale=1e6, prefixes="none")
 OPS_PER_CYCLE = Kind("rate per cycle", _dim(op=1, cycle=-1), "4096 FLOP/cycle", "FLOP/cycle")
-KINDS = (OPS_PER_CYCLE, BYTES, BANDWIDTH, FLOP_RATE, TIME, FREQUENCY, AREA, POWER, ENERGY, ENERGY_PER_OP,
-         ENERGY_PER_BYTE, POWER_DENSITY, AREA_PER_BYTE, AREA_PER_RATE)
+KINDS = (OPS_PER_CYCLE, BYTES, BANDWIDTH, FLOP_RATE, TIME, FREQUENCY, AREA, POWER, ENERGY,
+         ENERGY_PER_OP, ENERGY_PER_BYTE, POWER_DENSITY, AREA_PER_BYTE, AREA_PER_RATE)
 
 _DECIMAL_UP = {"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 _DECIMAL_DOWN = {"m": 1e-3, "u": 1e-6, "\u00b5": 1e-6, "\u03bc": 1e-6, "n": 1e-9, "p": 1e-12}

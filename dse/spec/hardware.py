@@ -263,8 +263,9 @@ def hierarchy_issues(spec: HardwareSpec) -> list[tuple[tuple[str | int, ...], st
     seen: dict[str, int] = {}
     for i, level in enumerate(spec.memory):
         if level.name in seen:
+            first = seen[level.name]
             issues.append((("memory", i, "name"),
-                           f"duplicate level name '{level.name}' (also memory[{seen[level.name]}])"))
+                           f"duplicate level name '{level.name}' (also memory[{first}])"))
         seen.setdefault(level.name, i)
     for i in range(1, len(spec.memory)):
         inner, outer = spec.memory[i - 1], spec.memory[i]

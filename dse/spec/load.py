@@ -73,29 +73,39 @@ def _named(items: Any) -> bool:
         isinstance(i, LDict) and isinstance(i.get("name"), str) for i in items)
 
 
-def _merge_named(base: LList, over: LList, issues: list[Issue]) -> LList:
-    """Merge lists of named mappings: an item whose name is inherited overrides that item in
-    place; a new item goes right after the item listed before it (first if none);
-    `remove: true` drops an inherited item."""
-    order: list[tuple[Any, Any]] = [(item, pos) for item, pos in zip(base, base.item_pos,
-                                                                      strict=True)]
-    index = {item["name"]: i for i, (item, _) in enumerate(order)}
-    cursor = -1
-    for item, pos in zip(over, over.item_pos, strict=True):
-        name = item["name"]
-        if name in index:
-            i = index[name]
+def _merge_named(base: LList, over: LList, issues: list[Issue], path: str) -> LList:
+    """Merge lists of named mappings. An item whose name is inherited overrides that item in
+    place (`remove: true` drops it). A new item goes right before the next inherited item
+    listed after it, else right after the last item listed before it, else at the end."""
+    order: list[list[Any]] = [[item, pos] for item, pos in zip(base, base.item_pos,
+                                                                strict=True)]
+
+    def where(name: str) -> int | None:
+        return next((i for i, (it, _) in enumerate(order) if it is not None
+                     and it["name"] == name), None)
+
+    pending: list[list[Any]] = []
+    last: int | None = None
+    for j, (item, pos) in enumerate(zip(over, over.item_pos, strict=True)):
+        i = where(item["name"])
+        if i is None:
             if item.get(_REMOVE_KEY) is True:
-                order[i] = (None, None)
+                at = item.val_pos[_REMOVE_KEY]
+                issues.append(Issue(at.file, at.line, at.col, f"{path}[{j}].{_REMOVE_KEY}",
+                                    f"no inherited item named '{item['name']}' to remove"))
             else:
-                order[i] = (_merge(order[i][0], item, issues), pos)
-            cursor = i
-        elif item.get(_REMOVE_KEY) is True:
-            issues.append(issue_at(item, (_REMOVE_KEY,), f"no inherited item named '{name}'"))
+                pending.append([item, pos])
+            continue
+        order[i:i] = pending
+        i += len(pending)
+        pending = []
+        if item.get(_REMOVE_KEY) is True:
+            order[i] = [None, None]
         else:
-            order.insert(cursor + 1, (item, pos))
-            cursor += 1
-            index = {it["name"]: j for j, (it, _) in enumerate(order) if it is not None}
+            order[i] = [_merge(order[i][0], item, issues, f"{path}[{j}]"), pos]
+        last = i
+    at = len(order) if last is None else last + 1
+    order[at:at] = pending
     out = LList(over.pos)
     for item, pos in order:
         if item is not None:
@@ -103,7 +113,7 @@ def _merge_named(base: LList, over: LList, issues: list[Issue]) -> LList:
     return out
 
 
-def _merge(base: Any, over: Any, issues: list[Issue]) -> Any:
+def _merge(base: Any, over: Any, issues: list[Issue], path: str = "") -> Any:
     """Deep merge of `over` onto `base`: mappings merge key by key, lists of named mappings
     merge by name, anything else is replaced."""
     if isinstance(base, LDict) and isinstance(over, LDict):
@@ -111,21 +121,22 @@ def _merge(base: Any, over: Any, issues: list[Issue]) -> Any:
         for key in base:
             out.copy_entry(base, key)
         for key in over:
-            value = _merge(base[key], over[key], issues) if key in base else over[key]
+            sub = f"{path}.{key}" if path else key
+            value = _merge(base[key], over[key], issues, sub) if key in base else over[key]
             out.copy_entry(over, key, value)
         return out
     if _named(base) and _named(over):
-        return _merge_named(base, over, issues)
+        return _merge_named(base, over, issues, path)
     return over
 
 
 def read_resolved(path: Path, kind: str, _stack: tuple[Path, ...] = ()) -> LDict:
     """Read `path` and everything it inherits, merged; positions point at each value's file."""
     here = path.resolve()
+    data = read_yaml(path, display=str(path))
     if here in _stack:
         chain = " -> ".join(p.name for p in (*_stack, here))
-        raise SpecError([Issue(str(path), None, None, "base", f"inheritance cycle: {chain}")])
-    data = read_yaml(path, display=str(path))
+        raise SpecError([issue_at(data, ("base",), f"inheritance cycle: {chain}")])
     if "name" not in data:
         data.put("name", path.stem, data.pos, data.pos)
     base_ref = data.get("base")

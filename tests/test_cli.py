@@ -1,0 +1,111 @@
+"""The command line through Typer's test runner: exit codes, formats, no tracebacks."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import dse
+from dse.cli import app
+
+runner = CliRunner()
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_version_and_help():
+    result = run("--version")
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"dse {dse.__version__}"
+    result = run("--help")
+    assert result.exit_code == 0
+    for command in ("check", "show", "list"):
+        assert command in result.stdout
+
+
+def test_check_good_files_exit_zero():
+    result = run("check", str(DATA / "good" / "minimal.yaml"), str(DATA / "good" / "derived.yaml"))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count(": ok (hardware)") == 2
+
+
+def test_check_reports_every_bad_file_and_exits_two():
+    result = run("check", str(DATA / "bad" / "unknown_key.yaml"),
+                 str(DATA / "bad" / "zero_capacity.yaml"), str(DATA / "good" / "minimal.yaml"))
+    assert result.exit_code == 2
+    assert "unknown_key.yaml:5:5: memory[1].bandwith: unknown key" in result.stderr
+    assert "zero_capacity.yaml:5:15: memory[0].capacity" in result.stderr
+    assert "Traceback" not in result.output
+    assert "minimal.yaml: ok" in result.stdout
+
+
+def test_check_missing_file():
+    result = run("check", "nowhere.yaml")
+    assert result.exit_code == 2
+    assert "nowhere.yaml: file not found" in result.stderr
+
+
+def test_check_unsupported_kind(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text("kind: transformer\nsource: t\n")
+    result = run("check", str(path))
+    assert result.exit_code == 2
+    assert "workload files are not supported" in result.stderr
+
+
+def test_show_table():
+    result = run("show", "h100-sxm")
+    assert result.exit_code == 0, result.output
+    for text in ("h100-sxm", "989.4 TFLOP/s", "HBM3", "3.35 TB/s", "80 GB", "Ridge points",
+                 "NVLink", "814 mm2"):
+        assert text in result.stdout, text
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_show_machine_formats_are_si(fmt):
+    result = run("show", "h100-sxm", "--format", fmt)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout) if fmt == "json" else yaml.safe_load(result.stdout)
+    assert doc["spec"]["memory"][-1]["bandwidth"] == 3.35e12
+    assert doc["derived"]["peak_flop_per_s"]["bf16"] == pytest.approx(989.4e12, rel=1e-3)
+    assert doc["derived"]["levels"][-1]["ridge_flop_per_byte"]["bf16"] == pytest.approx(
+        295.3, rel=1e-3)
+
+
+def test_show_by_path():
+    result = run("show", str(DATA / "good" / "derived.yaml"), "-f", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["spec"]["base"] == "minimal"
+
+
+def test_show_unknown_name_exits_two_with_suggestion():
+    result = run("show", "h100-sxn")
+    assert result.exit_code == 2
+    assert "unknown hardware 'h100-sxn' (did you mean h100-sxm" in result.stderr
+
+
+def test_bad_option_exits_two():
+    assert run("show", "h100-sxm", "--format", "xml").exit_code == 2
+
+
+def test_internal_error_exits_one_without_traceback(monkeypatch):
+    def boom(_name):
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(dse, "load_hardware", boom)
+    result = run("show", "h100-sxm")
+    assert result.exit_code == 1
+    assert "internal error: RuntimeError: kaboom" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_list():
+    result = run("list", "hardware")
+    assert result.exit_code == 0
+    assert "h100-sxm" in result.stdout.split()
+    assert run("list", "gizmos").exit_code == 2

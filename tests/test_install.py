@@ -1,0 +1,48 @@
+"""The installed `dse` entry point runs, and the wheel carries the chip library, so
+`dse show NAME` works from any directory after a plain `pip install .`."""
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_entry_point_runs_outside_the_repository(tmp_path):
+    exe = shutil.which("dse")
+    if exe is None:
+        pytest.skip("dse is not installed in this environment")
+    result = subprocess.run([exe, "show", "h100-sxm", "--format", "json"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert '"name": "h100-sxm"' in result.stdout
+    bad = subprocess.run([exe, "show", "nonexistent-chip"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2
+    assert "Traceback" not in bad.stderr
+
+
+def test_module_entry_point():
+    result = subprocess.run([sys.executable, "-m", "dse", "--version"], capture_output=True,
+                            text=True, timeout=60, cwd=ROOT)
+    assert result.returncode == 0
+    assert result.stdout.startswith("dse ")
+
+
+def test_wheel_ships_the_spec_library(tmp_path):
+    pytest.importorskip("hatchling")
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    wheel = next(tmp_path.glob("dse-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = {p.name for p in (ROOT / "hwspecs").glob("*.yaml")}
+    assert shipped
+    for name in shipped:
+        assert f"dse/_data/hwspecs/{name}" in names
+    assert "dse/cli.py" in names

@@ -76,7 +76,7 @@ def _named(items: Any) -> bool:
 def _merge_named(base: LList, over: LList, issues: list[Issue], path: str) -> LList:
     """Merge lists of named mappings. An item whose name is inherited overrides that item in
     place (`remove: true` drops it). A new item goes right before the next inherited item
-    listed after it, else right after the last item listed before it, else at the end."""
+    listed after it, or at the end (outermost) when none follows."""
     order: list[list[Any]] = [[item, pos] for item, pos in zip(base, base.item_pos,
                                                                 strict=True)]
 
@@ -85,7 +85,6 @@ def _merge_named(base: LList, over: LList, issues: list[Issue], path: str) -> LL
                      and it["name"] == name), None)
 
     pending: list[list[Any]] = []
-    last: int | None = None
     for j, (item, pos) in enumerate(zip(over, over.item_pos, strict=True)):
         i = where(item["name"])
         if i is None:
@@ -103,9 +102,7 @@ def _merge_named(base: LList, over: LList, issues: list[Issue], path: str) -> LL
             order[i] = [None, None]
         else:
             order[i] = [_merge(order[i][0], item, issues, f"{path}[{j}]"), pos]
-        last = i
-    at = len(order) if last is None else last + 1
-    order[at:at] = pending
+    order.extend(pending)
     out = LList(over.pos)
     for item, pos in order:
         if item is not None:

@@ -171,3 +171,10 @@ def test_yaml_anchors_and_merge_keys(tmp_path):
         "  - {<<: *lvl, name: B, kind: dram, capacity: 1 GB}\n")
     spec = load.load_hardware(tmp_path / "anchors.yaml")
     assert spec.memory[1].bandwidth == 1e12 and spec.memory[1].capacity == 1e9
+
+
+def test_middle_ground_puts_new_tiers_outermost():
+    spec = load.load_hardware("middle-ground")
+    assert [m.name for m in spec.memory] == ["L1", "L2", "HBM3", "LPDDR5X", "CXL"]
+    assert spec.compute.units == 96
+    assert spec.memory[1].capacity == 192 * 2**20

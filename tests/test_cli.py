@@ -51,11 +51,11 @@ def test_check_missing_file():
 
 
 def test_check_unsupported_kind(tmp_path):
-    path = tmp_path / "w.yaml"
-    path.write_text("kind: transformer\nsource: t\n")
+    path = tmp_path / "s.yaml"
+    path.write_text("objectives: [latency]\nsource: t\n")
     result = run("check", str(path))
     assert result.exit_code == 2
-    assert "workload files are not supported" in result.stderr
+    assert "study files are not supported" in result.stderr
 
 
 def test_show_table():

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from dse.errors import Issue, SpecError
-from dse.spec import hardware
+from dse.spec import hardware, workload
 from dse.spec.messages import issue_at, issues_from
 from dse.spec.types import CLOCK_CONTEXT_KEY
 from dse.spec.yamlpos import LDict, LList, read_yaml
@@ -189,9 +189,17 @@ def load_hardware(ref: str | Path) -> hardware.HardwareSpec:
     return hardware_from_data(read_resolved(resolve(ref, "hardware"), "hardware"))
 
 
+def load_workload(ref: str | Path) -> workload.TransformerSpec:
+    """Load a workload spec by shipped name ("llama2-7b") or path, with inheritance."""
+    data = read_resolved(resolve(ref, "workload"), "workload")
+    spec = validate(workload.TransformerSpec, data)
+    assert isinstance(spec, workload.TransformerSpec)
+    return spec
+
+
 def detect_kind(data: dict) -> str:
     """What a spec file describes: hardware, workload or study (from its top-level keys)."""
-    if data.get("kind") in ("transformer", "recommender", "gemm"):
+    if "kind" in data or "architecture" in data or "scenarios" in data:
         return "workload"
     if "objectives" in data or "parameters" in data:
         return "study"
@@ -203,6 +211,9 @@ def check_file(path: Path) -> str:
     kind = detect_kind(read_yaml(path))
     if kind == "hardware":
         load_hardware(path)
+        return kind
+    if kind == "workload":
+        load_workload(path)
         return kind
     raise SpecError([Issue(str(path), 1, 1, "", f"{kind} files are not supported by this "
                                                "version of dse")])

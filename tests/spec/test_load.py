@@ -108,7 +108,7 @@ REJECTIONS = {
     "wrong_dimension.yaml": [":5:15: memory[1].capacity:", "capacity like '80 GiB'",
                              "found '3 TB/s' (a bandwidth)"],
     "zero_capacity.yaml": [":5:15: memory[0].capacity:", "found '0 MiB' (must be > 0)"],
-    "unknown_base.yaml": [":1:7: base: unknown hardware 'h100-sxn'", "did you mean h100-sxm?"],
+    "unknown_base.yaml": [":1:7: base: unknown hardware 'h100-sxn'", "did you mean h100-sxm"],
     "syntax_error.yaml": [":5:7: YAML syntax error"],
     "dram_inside_cache.yaml": [":9:22: memory[1].kind:",
                                "a cache level cannot sit outside a dram level"],

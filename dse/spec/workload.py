@@ -1,0 +1,169 @@
+"""Workload description schema: Transformer models and their named scenarios.
+
+A workload file describes one model (architecture and sizes) and a few named scenarios (phase,
+batch, sequence lengths, precision). The lowering in `dse.workloads` turns a model plus a
+scenario into an operator table. This module does no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from pydantic import Field, model_validator
+
+from dse.spec.types import Spec
+
+Phase = Literal["prefill", "decode", "serve", "inference", "training"]
+PHASES: tuple[str, ...] = get_args(Phase)
+DataType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
+# Scenario precision names: a data type for everything, or weight-only quantization.
+PrecisionName = Literal["fp32", "bf16", "fp16", "fp8", "int8", "w8a16", "w4a16", "mixed"]
+PRECISION_NAMES: tuple[str, ...] = get_args(PrecisionName)
+
+
+class Precision(Spec):
+    """Data types of the three tensor classes (weights, activations, KV cache)."""
+
+    weights: DataType
+    activations: DataType
+    kv_cache: DataType
+
+
+class MoE(Spec):
+    """Mixture of experts in the feed-forward block."""
+
+    experts: int = Field(gt=1)
+    """Routed experts per MoE layer."""
+    top_k: int = Field(gt=0)
+    """Experts each token is routed to."""
+    shared_experts: int = Field(default=0, ge=0)
+    """Experts every token always uses (DeepSeek-style), in addition to top_k."""
+
+    @model_validator(mode="after")
+    def _k_le_experts(self) -> MoE:
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k ({self.top_k}) exceeds experts ({self.experts})")
+        return self
+
+
+class Scenario(Spec):
+    """A named way to run the model; the CLI can override each field."""
+
+    phase: Phase
+    """prefill (time to first token), decode (token generation), serve (continuous batching),
+    inference (encoder), training."""
+    batch: int | Literal["max"] = 1
+    """Sequences per step, or `max`: the most that fit in memory (serve, inference)."""
+    seq_in: int = Field(default=0, ge=0)
+    """Prompt tokens (decoders) or sequence length (encoders, training)."""
+    seq_out: int = Field(default=0, ge=0)
+    """Generated tokens (decode, serve)."""
+    precision: PrecisionName = "bf16"
+    """Data types: bf16, fp16, fp32, fp8, int8 (weights, activations and KV cache alike),
+    w8a16 / w4a16 (8- or 4-bit weights, 16-bit activations and KV), mixed (training)."""
+    kv_precision: DataType | None = None
+    """KV-cache data type when it differs from the activations (e.g. fp8 KV cache)."""
+
+    @model_validator(mode="after")
+    def _lengths(self) -> Scenario:
+        if self.batch != "max" and self.batch < 1:
+            raise ValueError("batch must be a positive whole number or 'max'")
+        if self.phase in ("decode", "serve") and self.seq_out < 1:
+            raise ValueError(f"phase {self.phase} needs seq_out >= 1 (tokens to generate)")
+        if self.phase in ("prefill", "inference", "training", "serve") and self.seq_in < 1:
+            raise ValueError(f"phase {self.phase} needs seq_in >= 1")
+        if self.batch == "max" and self.phase not in ("serve", "inference"):
+            raise ValueError("batch 'max' is for the serve and inference phases")
+        return self
+
+
+class TransformerSpec(Spec):
+    """A Transformer encoder or decoder."""
+
+    name: str = Field(min_length=1)
+    """Name of the model; defaults to the file name."""
+    kind: Literal["transformer"]
+    source: str = Field(min_length=1)
+    """Where the configuration comes from (paper, model card, config.json)."""
+    description: str | None = None
+    base: str | None = None
+    """Workload this one inherits from (a name or a path)."""
+    architecture: Literal["encoder", "decoder"]
+    """encoder: bidirectional attention over the whole input (BERT); decoder: causal
+    attention with a KV cache (GPT, Llama)."""
+    layers: int = Field(gt=0)
+    d_model: int = Field(gt=0)
+    """Hidden size."""
+    heads: int = Field(gt=0)
+    """Query heads."""
+    kv_heads: int | None = Field(default=None, gt=0)
+    """Key/value heads: = heads for multi-head, 1 for multi-query, between for grouped-query
+    attention. Defaults to heads."""
+    head_dim: int | None = Field(default=None, gt=0)
+    """Size of one head; defaults to d_model / heads."""
+    d_ff: int = Field(gt=0)
+    """Inner size of the feed-forward block (per expert for MoE)."""
+    ffn: Literal["gelu", "relu", "swiglu", "geglu"] = "gelu"
+    """gelu/relu: two matrices (up, down); swiglu/geglu: three (gate, up, down)."""
+    vocab: int = Field(gt=0)
+    tied_embeddings: bool = False
+    """The LM head reuses the input embedding matrix."""
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    position: Literal["learned", "rope", "alibi", "none"] = "learned"
+    """Position encoding; learned adds a max_positions x d_model table."""
+    max_positions: int | None = Field(default=None, gt=0)
+    """Longest sequence the model supports (size of a learned position table)."""
+    bias: bool = True
+    """Linear layers and norms carry biases (GPT-2, BERT) or not (Llama)."""
+    token_types: int = Field(default=0, ge=0)
+    """Segment (token type) embeddings, e.g. 2 for BERT."""
+    pooler: bool = False
+    """A d_model x d_model pooler on the first token (BERT)."""
+    moe: MoE | None = None
+    scenarios: dict[str, Scenario] = Field(min_length=1)
+    """Named scenarios; the first is the default."""
+
+    @model_validator(mode="after")
+    def _shapes(self) -> TransformerSpec:
+        kv = self.kv_heads or self.heads
+        if self.heads % kv:
+            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({kv})")
+        if self.head_dim is None and self.d_model % self.heads:
+            raise ValueError(f"d_model ({self.d_model}) is not divisible by heads "
+                             f"({self.heads}); give head_dim")
+        if self.position == "learned" and self.max_positions is None:
+            raise ValueError("position: learned needs max_positions")
+        return self
+
+    @property
+    def n_kv_heads(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def d_head(self) -> int:
+        return self.head_dim or self.d_model // self.heads
+
+
+def parameter_counts(m: TransformerSpec) -> dict[str, int]:
+    """Parameters by group: embeddings, attention, ffn, norms, head, total, and `active`
+    (used per token: MoE counts top_k + shared experts only)."""
+    d, dh, h, kv = m.d_model, m.d_head, m.heads, m.n_kv_heads
+    b = 1 if m.bias else 0
+    attn = d * h * dh + 2 * d * kv * dh + h * dh * d + b * (h * dh + 2 * kv * dh + d)
+    mats = 3 if m.ffn in ("swiglu", "geglu") else 2
+    expert = mats * d * m.d_ff + b * ((mats - 1) * m.d_ff + d)
+    n_experts = m.moe.experts + m.moe.shared_experts if m.moe else 1
+    active_experts = m.moe.top_k + m.moe.shared_experts if m.moe else 1
+    router = d * m.moe.experts if m.moe else 0
+    norm = (2 if m.norm == "layernorm" and m.bias else 1) * d
+    per_layer_dense = attn + 2 * norm + router
+    embed = m.vocab * d + (m.max_positions or 0) * d * (m.position == "learned") \
+        + m.token_types * d + norm  # + the embedding norm (BERT) or the final norm
+    head = 0 if m.tied_embeddings else m.vocab * d
+    pooler = (d * d + b * d) if m.pooler else 0
+    total = embed + head + pooler + m.layers * (per_layer_dense + n_experts * expert)
+    active = embed + head + pooler + m.layers * (per_layer_dense + active_experts * expert)
+    return {
+        "embeddings": embed, "attention": m.layers * attn, "ffn": m.layers * n_experts * expert,
+        "norms": m.layers * 2 * norm, "head": head + pooler, "total": total, "active": active,
+    }

@@ -1,0 +1,1 @@
+"""Workload lowering: a workload spec plus a scenario becomes an operator table."""

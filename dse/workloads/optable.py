@@ -1,0 +1,108 @@
+"""The operator table: what a workload scenario asks of the hardware, one row per distinct
+operator, as a struct of numpy arrays.
+
+Each row is one operator instance (per-instance FLOPs, bytes and GEMM shape) with a repeat
+`count` (layers x generated tokens ...), so a 126-layer model generating 2048 tokens is still
+a few dozen rows. Bytes are split by tensor class and by direction (read, written), because
+placement puts classes in different memory levels (weights in SRAM or HBM, KV cache in HBM or
+LPDDR, ...). Where an instance's size varies across its repeats (decode attention over a
+growing KV cache), the row holds the average over the repeats; every such quantity is linear
+in the varying length, so count x average is the exact total.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Tensor classes, in column order of `read` and `written`.
+TENSOR_CLASSES = ("weights", "activations", "kv_cache", "gradients")
+KINDS = ("gemm", "attention_score", "attention_value", "softmax", "norm", "activation",
+         "residual", "rope", "embedding", "lm_head", "router")
+# Matrix-engine kinds: the rest run on vector units (or are pure data movement: embedding).
+MATRIX_KINDS = ("gemm", "attention_score", "attention_value", "lm_head", "router")
+
+
+@dataclass
+class OpRow:
+    """One operator while a table is being built (plain Python, converted once)."""
+
+    name: str
+    kind: str
+    group: str  # attention_proj, attention_act, ffn, other, embedding, head
+    count: float
+    flops: float
+    read: dict[str, float] = field(default_factory=dict)
+    written: dict[str, float] = field(default_factory=dict)
+    m: float = 0.0
+    n: float = 0.0
+    k: float = 0.0
+    batch: float = 0.0  # independent matrices per instance (batch x heads for attention)
+    stage: str = "forward"  # forward, backward, prefill, decode
+    dtype: str = "bf16"  # compute data type
+
+
+@dataclass(frozen=True)
+class OpTable:
+    """Operators of one scenario as arrays of length I (rows)."""
+
+    name: np.ndarray  # [I] str
+    kind: np.ndarray  # [I] str
+    group: np.ndarray  # [I] str
+    stage: np.ndarray  # [I] str
+    dtype: np.ndarray  # [I] str
+    count: np.ndarray  # [I] repeats
+    flops: np.ndarray  # [I] FLOP per instance
+    read: np.ndarray  # [I, C] bytes read per instance by tensor class
+    written: np.ndarray  # [I, C] bytes written per instance by tensor class
+    shape: np.ndarray  # [I, 4] m, n, k, batch per instance (0 for non-GEMM)
+
+    @staticmethod
+    def from_rows(rows: list[OpRow]) -> OpTable:
+        def per_class(maps: list[dict[str, float]]) -> np.ndarray:
+            return np.array([[mp.get(c, 0.0) for c in TENSOR_CLASSES] for mp in maps],
+                            dtype=float).reshape(len(maps), len(TENSOR_CLASSES))
+
+        return OpTable(
+            name=np.array([r.name for r in rows], dtype=object),
+            kind=np.array([r.kind for r in rows], dtype=object),
+            group=np.array([r.group for r in rows], dtype=object),
+            stage=np.array([r.stage for r in rows], dtype=object),
+            dtype=np.array([r.dtype for r in rows], dtype=object),
+            count=np.array([r.count for r in rows], dtype=float),
+            flops=np.array([r.flops for r in rows], dtype=float),
+            read=per_class([r.read for r in rows]),
+            written=per_class([r.written for r in rows]),
+            shape=np.array([[r.m, r.n, r.k, r.batch] for r in rows],
+                           dtype=float).reshape(len(rows), 4),
+        )
+
+    def __len__(self) -> int:
+        return len(self.count)
+
+    @property
+    def bytes(self) -> np.ndarray:
+        """[I, C] bytes moved per instance (read + written) by tensor class."""
+        return self.read + self.written
+
+    @property
+    def total_flops(self) -> float:
+        return float(self.count @ self.flops)
+
+    def total_bytes(self) -> dict[str, float]:
+        """Bytes moved by the whole scenario, by tensor class, plus `total`."""
+        per_class = self.count @ self.bytes
+        out = {c: float(v) for c, v in zip(TENSOR_CLASSES, per_class, strict=True)}
+        out["total"] = float(per_class.sum())
+        return out
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOP per byte moved, over the whole scenario."""
+        total = self.total_bytes()["total"]
+        return self.total_flops / total if total else float("inf")
+
+    def select(self, mask: np.ndarray) -> OpTable:
+        """The rows where `mask` is true."""
+        return OpTable(**{f: getattr(self, f)[mask] for f in self.__dataclass_fields__})

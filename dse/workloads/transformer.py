@@ -1,0 +1,256 @@
+"""Lowering of a Transformer scenario into an operator table.
+
+Counting rules (every one is a formula of the shapes; no fitted numbers):
+- a multiply-add is 2 FLOPs: a GEMM of M x N x K costs 2*M*N*K (+ M*N for a bias add);
+- Q, K, V and the output projection are separate GEMMs (each reads its input), as are the
+  gate, up and down matrices of the FFN;
+- attention counts (query, key) pairs: s*s for an encoder, s*(s+1)/2 for causal prefill,
+  and the whole context for each generated token in decode (the KV cache grows by one entry
+  per token, so a decode row holds the average context over the generation);
+- each operator reads its inputs and writes its outputs once (unfused); where the data live
+  and what a fused kernel keeps on chip is the performance model's business, not this one's;
+- nonlinear operators cost a fixed number of FLOPs per element (`FLOP_PER_ELEMENT`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dse.spec.workload import Scenario, TransformerSpec
+from dse.workloads.optable import OpRow, OpTable
+
+# FLOPs per element of the vector-unit operators (operation counts of the usual kernels).
+# Softmax: subtract the row max, exp, accumulate the sum, divide = 4. LayerNorm: mean and
+# variance accumulation, centring, squaring, normalising, scale and shift = 8. GELU (tanh
+# form 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))) = 10. These reproduce the "Other" FLOPs of
+# the Kim et al. (2023) case study exactly: its totals fix softmax at 4 per element and
+# 2*LayerNorm + 4*GELU + 2*add at 58 per token-feature of a BERT/GPT-2 layer (8+8+40+2).
+FLOP_PER_ELEMENT = {
+    "softmax": 4.0,
+    "layernorm": 8.0,
+    "rmsnorm": 4.0,  # square, accumulate, normalise, scale
+    "gelu": 10.0,
+    "relu": 1.0,
+    "silu": 4.0,  # x * sigmoid(x): exp, add, divide, multiply
+    "swiglu": 5.0,  # silu(gate) * up
+    "geglu": 11.0,  # gelu(gate) * up
+    "residual": 1.0,
+    "rope": 3.0,  # x*cos + rotate(x)*sin with precomputed tables: 2 multiplies, 1 add
+}
+# Bytes per element of each data type.
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+# 4-bit weight-only quantization stores one fp16 scale per group of 128 weights (the default
+# group size of GPTQ and AWQ): 0.5 + 2/128 bytes per weight.
+INT4_GROUP_SIZE = 128
+# Weight, activation, KV-cache data types and the compute data type of each precision name.
+PRECISIONS = {
+    "fp32": ("fp32", "fp32", "fp32", "fp32"),
+    "bf16": ("bf16", "bf16", "bf16", "bf16"),
+    "fp16": ("fp16", "fp16", "fp16", "fp16"),
+    "fp8": ("fp8", "fp8", "fp8", "fp8"),
+    "int8": ("int8", "int8", "int8", "int8"),
+    "w8a16": ("int8", "fp16", "fp16", "fp16"),
+    "w4a16": ("int4", "fp16", "fp16", "fp16"),
+    "mixed": ("bf16", "bf16", "bf16", "bf16"),
+}
+
+
+@dataclass(frozen=True)
+class Counting:
+    """How bytes are counted. The default uses each tensor's data type. The `paper`
+    convention of Kim et al. (2023) counts every parameter and activation as 1 byte and only
+    the Transformer layers (no embeddings, final norm or LM head)."""
+
+    name: str = "default"
+    element_bytes: float | None = None
+    layers_only: bool = False
+
+
+DEFAULT = Counting()
+PAPER = Counting(name="paper", element_bytes=1.0, layers_only=True)
+CONVENTIONS = {"default": DEFAULT, "paper": PAPER}
+
+
+class _Builder:
+    """Accumulates rows for one stage with the model's sizes and byte widths at hand."""
+
+    def __init__(self, m: TransformerSpec, sc: Scenario, counting: Counting):
+        self.m, self.counting = m, counting
+        w, a, kv, self.dtype = PRECISIONS[sc.precision]
+        kv = sc.kv_precision or kv
+        eb = counting.element_bytes
+        self.wb = eb or (DTYPE_BYTES[w] + (2.0 / INT4_GROUP_SIZE if w == "int4" else 0.0))
+        self.ab = eb or DTYPE_BYTES[a]
+        self.kvb = eb or DTYPE_BYTES[kv]
+        self.rows: list[OpRow] = []
+        self.kv_class = "activations"  # set per stage: kv_cache when a cache exists
+
+    def gemm(self, name: str, group: str, count: float, m: float, n: float, k: float,
+             stage: str, kind: str = "gemm", bias: bool | None = None) -> None:
+        bias = self.m.bias if bias is None else bias
+        self.rows.append(OpRow(
+            name, kind, group, count, 2 * m * n * k + (m * n if bias else 0.0),
+            read={"weights": k * n * self.wb + (n * self.ab if bias else 0.0),
+                  "activations": m * k * self.ab},
+            written={"activations": m * n * self.ab}, m=m, n=n, k=k, batch=1, stage=stage,
+            dtype=self.dtype))
+
+    def elementwise(self, name: str, kind: str, op: str, count: float, elements: float,
+                    stage: str, inputs: int = 1, weights: float = 0.0) -> None:
+        self.rows.append(OpRow(
+            name, kind, "other", count, FLOP_PER_ELEMENT[op] * elements,
+            read={"activations": inputs * elements * self.ab, "weights": weights * self.wb},
+            written={"activations": elements * self.ab}, stage=stage, dtype=self.dtype))
+
+    def layer(self, stage: str, count: float, tokens: float, seqs: float, q_len: float,
+              kv_len: float, pairs: float, kv_new: float) -> None:
+        """One Transformer layer, `count` times. tokens: rows of the GEMMs (batch x query
+        length); pairs: (query, key) pairs per head per sequence; kv_new: KV entries each
+        sequence appends."""
+        m, d = self.m, self.m.d_model
+        h, kvh, dh = m.heads, m.n_kv_heads, m.d_head
+        cached = m.architecture == "decoder" and stage in ("prefill", "decode")
+        self.kv_class = "kv_cache" if cached else "activations"
+        norm_w = d * (2 if m.norm == "layernorm" and m.bias else 1)
+        self.elementwise("attn_norm", "norm", m.norm, count, tokens * d, stage, weights=norm_w)
+        self.gemm("q_proj", "attention_proj", count, tokens, h * dh, d, stage)
+        for name in ("k_proj", "v_proj"):
+            self.gemm(name, "attention_proj", count, tokens, kvh * dh, d, stage)
+            if cached:
+                row = self.rows[-1]  # the new K/V entries go to the cache, not to activations
+                row.written = {"kv_cache": seqs * kv_new * kvh * dh * self.kvb}
+        if m.position == "rope":
+            self.elementwise("rope", "rope", "rope", count, tokens * (h + kvh) * dh, stage)
+        scores = seqs * h * pairs
+        kv_read = seqs * kvh * kv_len * dh * self.kvb
+        q_bytes = seqs * h * q_len * dh * self.ab
+        self.rows.append(OpRow(
+            "attn_score", "attention_score", "attention_act", count, 2 * scores * dh,
+            read=_classes(("activations", q_bytes), (self.kv_class, kv_read)),
+            written={"activations": scores * self.ab},
+            m=q_len, n=kv_len, k=dh, batch=seqs * h, stage=stage, dtype=self.dtype))
+        self.elementwise("softmax", "softmax", "softmax", count, scores, stage)
+        self.rows.append(OpRow(
+            "attn_value", "attention_value", "attention_act", count, 2 * scores * dh,
+            read=_classes(("activations", scores * self.ab), (self.kv_class, kv_read)),
+            written={"activations": q_bytes},
+            m=q_len, n=dh, k=kv_len, batch=seqs * h, stage=stage, dtype=self.dtype))
+        self.gemm("o_proj", "attention_proj", count, tokens, d, h * dh, stage)
+        self.elementwise("attn_residual", "residual", "residual", count, tokens * d, stage, 2)
+        self.elementwise("ffn_norm", "norm", m.norm, count, tokens * d, stage, weights=norm_w)
+        self.ffn(stage, count, tokens)
+        self.elementwise("ffn_residual", "residual", "residual", count, tokens * d, stage, 2)
+
+    def ffn(self, stage: str, count: float, tokens: float) -> None:
+        m, d, f = self.m, self.m.d_model, self.m.d_ff
+        gated = m.ffn in ("swiglu", "geglu")
+        experts = [(count, tokens, "")]
+        if m.moe:
+            e, k = m.moe.experts, m.moe.top_k
+            self.gemm("router", "ffn", count, tokens, e, d, stage, kind="router", bias=False)
+            # Distinct experts a batch of `tokens` touches under uniform routing, and the
+            # tokens each of them receives: E * (1 - (1 - k/E)^T) and T * k / that.
+            touched = e * (1.0 - (1.0 - k / e) ** tokens)
+            experts = [(count * touched, tokens * k / touched, "expert_")]
+            if m.moe.shared_experts:
+                experts.append((count * m.moe.shared_experts, tokens, "shared_"))
+        for n_inst, rows, prefix in experts:
+            names = ("gate_proj", "up_proj") if gated else ("up_proj",)
+            for name in names:
+                self.gemm(prefix + name, "ffn", n_inst, rows, f, d, stage)
+            self.elementwise(prefix + "activation", "activation", m.ffn, n_inst, rows * f,
+                             stage, inputs=2 if gated else 1)
+            self.gemm(prefix + "down_proj", "ffn", n_inst, rows, d, f, stage)
+
+    def edges(self, stage: str, count: float, tokens: float, head_rows: float) -> None:
+        """Embedding lookup before the layers; final norm and LM head (or pooler) after."""
+        if self.counting.layers_only:
+            return
+        m, d = self.m, self.m.d_model
+        tables = 1 + (m.position == "learned") + (m.token_types > 0)
+        self.rows.append(OpRow(
+            "embedding", "embedding", "embedding", count, (tables - 1) * tokens * d,
+            read={"weights": tables * tokens * d * self.wb},
+            written={"activations": tokens * d * self.ab}, stage=stage, dtype=self.dtype))
+        if m.architecture == "encoder":
+            self.elementwise("embed_norm", "norm", m.norm, count, tokens * d, stage,
+                             weights=2 * d)
+            if m.pooler:
+                self.gemm("pooler", "head", count, head_rows, d, d, stage)
+            return
+        self.elementwise("final_norm", "norm", m.norm, count, head_rows * d, stage, weights=d)
+        self.gemm("lm_head", "head", count, head_rows, m.vocab, d, stage, kind="lm_head",
+                  bias=False)
+
+
+def _classes(*pairs: tuple[str, float]) -> dict[str, float]:
+    """Bytes by tensor class, summing entries of the same class."""
+    out: dict[str, float] = {}
+    for cls, value in pairs:
+        out[cls] = out.get(cls, 0.0) + value
+    return out
+
+
+def _pairs(q_len: float, kv_len: float, causal: bool) -> float:
+    """(query, key) pairs per head of one sequence whose queries are the last q_len of
+    kv_len positions: all of them, or only keys at or before each query when causal."""
+    if not causal:
+        return q_len * kv_len
+    return q_len * kv_len - q_len * (q_len - 1) / 2.0
+
+
+def _forward(b: _Builder, stage: str, batch: float, seq: float) -> None:
+    m = b.m
+    causal = m.architecture == "decoder"
+    tokens = batch * seq
+    head_rows = tokens if stage == "forward" else batch  # training needs every logit
+    b.edges(stage, 1, tokens, head_rows)
+    b.layer(stage, m.layers, tokens, batch, seq, seq, _pairs(seq, seq, causal), seq)
+
+
+def _decode(b: _Builder, batch: float, seq_in: float, seq_out: float) -> None:
+    # Token t (1..seq_out) attends to seq_in + t positions; the average is exact because
+    # every quantity is linear in the context length.
+    context = seq_in + (seq_out + 1) / 2.0
+    b.edges("decode", seq_out, batch, batch)
+    b.layer("decode", b.m.layers * seq_out, batch, batch, 1, context, context, 1)
+
+
+def _backward(rows: list[OpRow]) -> list[OpRow]:
+    """Backward of each forward row: twice its FLOPs (input and weight gradients); it reads
+    what the forward read plus the gradient of what it wrote, and writes the gradient of
+    what it read (weight gradients in the `gradients` class)."""
+    out = []
+    for r in rows:
+        acts_read = r.read.get("activations", 0.0) + r.read.get("kv_cache", 0.0)
+        grads_in = sum(r.written.values())
+        out.append(OpRow(
+            f"{r.name}.backward", r.kind, r.group, r.count, 2 * r.flops,
+            read={"weights": r.read.get("weights", 0.0), "activations": acts_read + grads_in},
+            written={"activations": acts_read, "gradients": r.read.get("weights", 0.0)},
+            m=r.m, n=r.n, k=r.k, batch=r.batch, stage="backward", dtype=r.dtype))
+    return out
+
+
+def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAULT) -> OpTable:
+    """The operator table of `model` run as `scenario`. The batch must be a number here:
+    `batch: max` depends on the hardware and is resolved by the performance model."""
+    if scenario.batch == "max":
+        raise ValueError("batch 'max' depends on the hardware; give a number to lower")
+    batch, s_in, s_out = float(scenario.batch), float(scenario.seq_in), float(scenario.seq_out)
+    b = _Builder(model, scenario, counting)
+    phase = scenario.phase
+    if phase == "inference" and model.architecture != "encoder":
+        raise ValueError("phase inference is for encoders; use prefill, decode or serve")
+    if phase in ("prefill", "decode", "serve") and model.architecture != "decoder":
+        raise ValueError(f"phase {phase} is for decoders; use inference for an encoder")
+    if phase in ("prefill", "serve"):
+        _forward(b, "prefill", batch, s_in)
+    if phase in ("decode", "serve"):
+        _decode(b, batch, s_in, s_out)
+    if phase == "inference":
+        _forward(b, "inference", batch, s_in)
+    if phase == "training":
+        _forward(b, "forward", batch, s_in)
+        b.rows += _backward(b.rows)
+    return OpTable.from_rows(b.rows)

@@ -61,7 +61,7 @@ def test_check_unsupported_kind(tmp_path):
 def test_show_table():
     result = run("show", "h100-sxm")
     assert result.exit_code == 0, result.output
-    for text in ("h100-sxm", "989.4 TFLOP/s", "HBM3", "3.35 TB/s", "80 GB", "Ridge points",
+    for text in ("h100-sxm", "989.4 TFLOP/s", "HBM3", "3.35 TB/s", "80 GiB", "Ridge points",
                  "NVLink", "814 mm2"):
         assert text in result.stdout, text
 

@@ -37,7 +37,7 @@ Interface = Literal[
 ]
 HBM_INTERFACES = ("hbm2", "hbm2e", "hbm3", "hbm3e", "hbm4")
 CHANNEL_INTERFACES = ("ddr4", "ddr5", "lpddr4x", "lpddr5", "lpddr5x", "gddr6", "gddr6x", "gddr7")
-Topology = Literal["switch", "ring", "torus2d", "torus3d", "mesh"]
+Topology = Literal["switch", "fully_connected", "ring", "torus2d", "torus3d", "mesh"]
 Fraction = Annotated[float, Field(gt=0, le=1)]
 
 
@@ -202,7 +202,8 @@ class Interconnect(Spec):
     latency: Time | None = None
     """Latency of one chip-to-chip transfer (or collective step), seconds."""
     topology: Topology | None = None
-    """How chips in a node connect: switch, ring, torus2d, torus3d, mesh."""
+    """How chips in a node connect: switch (NVSwitch), fully_connected (a direct link to
+    every peer), ring, torus2d, torus3d, mesh (2-D grid)."""
     chips_per_node: int = Field(default=1, gt=0)
     """Chips reachable over the scale-up links (a node, a pod slice)."""
     scale_out_bandwidth: Bandwidth | None = None

@@ -37,7 +37,7 @@ def test_h100_derived_figures_match_datasheet():
     assert figures["matrix_peak_flop_per_s"]["bf16"] == pytest.approx(989.4e12, rel=1e-3)
     assert figures["matrix_peak_flop_per_s"]["fp8"] == pytest.approx(1978.9e12, rel=1e-3)
     hbm = figures["levels"][-1]
-    assert hbm["capacity_bytes"] == 80e9
+    assert hbm["capacity_bytes"] == 80 * 2**30
     assert hbm["bandwidth_bytes_per_s"] == 3.35e12
     # ridge point of HBM at bf16: 989.4e12 / 3.35e12 = 295 FLOP/byte
     assert hbm["ridge_flop_per_byte"]["bf16"] == pytest.approx(295.3, rel=1e-3)

@@ -121,6 +121,95 @@ def show(
         typer.echo(_dump(hardware_document(spec), fmt))
 
 
+class TableFormat(StrEnum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+def _int_list(text: str | None, option: str) -> list[int | None]:
+    if text is None:
+        return [None]
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise DseError(f"{option}: expected whole numbers separated by commas, "
+                       f"found '{text}'") from None
+    if not values:
+        raise DseError(f"{option}: expected at least one value")
+    return values
+
+
+@app.command()
+@user_errors
+def workload(
+    name: Annotated[str, typer.Argument(help="Shipped workload (llama2-7b), a path, or "
+                                             "gemm:MxNxK / gemm:BxMxNxK.")],
+    scenario: Annotated[str | None, typer.Option(help="Named scenario (default: the first).")]
+    = None,
+    phase: Annotated[str | None, typer.Option(help="gemm, prefill, decode, serve, "
+                                                   "inference or training.")] = None,
+    batch: Annotated[str | None, typer.Option(help="Batch size(s), comma-separated.")] = None,
+    seq_in: Annotated[str | None, typer.Option("--seq-in", help="Prompt or sequence "
+                                               "length(s), comma-separated.")] = None,
+    seq_out: Annotated[str | None, typer.Option("--seq-out", help="Generated tokens, "
+                                                "comma-separated.")] = None,
+    precision: Annotated[str | None, typer.Option(help="fp32, bf16, fp16, fp8, int8, w8a16, "
+                                                       "w4a16, mixed.")] = None,
+    convention: Annotated[str, typer.Option(help="Byte counting: default (by data type) or "
+                                                 "paper (Kim et al. 2023).")] = "default",
+    fmt: Annotated[TableFormat, typer.Option("--format", "-f")] = TableFormat.table,
+) -> None:
+    """Lower a workload scenario to its operator table: FLOPs, bytes by tensor class and
+    arithmetic intensity. Comma-separated values sweep (one row per value)."""
+    import itertools
+
+    from dse.report import workload_view as view
+    from dse.spec.load import load_workload
+    from dse.workloads import lower, scenario_for
+    from dse.workloads.transformer import CONVENTIONS
+
+    if convention not in CONVENTIONS:
+        raise DseError(f"--convention: expected one of: {', '.join(CONVENTIONS)}, "
+                       f"found '{convention}'")
+    spec = load_workload(name)
+    docs = []
+    for b, si, so in itertools.product(_int_list(batch, "--batch"),
+                                       _int_list(seq_in, "--seq-in"),
+                                       _int_list(seq_out, "--seq-out")):
+        sc = scenario_for(spec, scenario, phase=phase, batch=b, seq_in=si, seq_out=so,
+                          precision=precision)
+        if sc.batch == "max":
+            raise DseError(f"{spec.name}: batch 'max' depends on the hardware; give --batch N "
+                           "(dse eval resolves max)")
+        docs.append(view.workload_document(spec, sc, lower(spec, sc, CONVENTIONS[convention]),
+                                           convention))
+    if len(docs) == 1:
+        doc = docs[0]
+        if fmt is TableFormat.json:
+            typer.echo(json.dumps(doc, indent=2))
+        elif fmt is TableFormat.csv:
+            import pandas as pd
+
+            typer.echo(pd.DataFrame(view.op_rows(doc)).to_csv(index=False), nl=False)
+        else:
+            from rich.console import Console
+
+            Console(width=max(120, Console().width)).print(view.workload_tables(doc))
+        return
+    rows = [view.sweep_row(d) for d in docs]
+    if fmt is TableFormat.json:
+        typer.echo(json.dumps(docs, indent=2))
+    elif fmt is TableFormat.csv:
+        import pandas as pd
+
+        typer.echo(pd.DataFrame(rows).to_csv(index=False), nl=False)
+    else:
+        from rich.console import Console
+
+        Console(width=max(100, Console().width)).print(view.sweep_table(rows))
+
+
 @app.command(name="list")
 @user_errors
 def list_specs(

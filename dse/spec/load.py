@@ -189,11 +189,26 @@ def load_hardware(ref: str | Path) -> hardware.HardwareSpec:
     return hardware_from_data(read_resolved(resolve(ref, "hardware"), "hardware"))
 
 
-def load_workload(ref: str | Path) -> workload.TransformerSpec:
-    """Load a workload spec by shipped name ("llama2-7b") or path, with inheritance."""
+_WORKLOAD_SCHEMAS: dict[str, type[BaseModel]] = {
+    "transformer": workload.TransformerSpec, "gemm": workload.GemmSpec}
+
+
+def load_workload(ref: str | Path) -> workload.WorkloadSpec:
+    """Load a workload by shipped name ("llama2-7b"), path, or `gemm:MxNxK`."""
+    from dse.workloads.gemm import gemm_from_name, is_gemm_name
+
+    if isinstance(ref, str) and is_gemm_name(ref):
+        return gemm_from_name(ref)
     data = read_resolved(resolve(ref, "workload"), "workload")
-    spec = validate(workload.TransformerSpec, data)
-    assert isinstance(spec, workload.TransformerSpec)
+    kind = data.get("kind")
+    schema = _WORKLOAD_SCHEMAS.get(kind) if isinstance(kind, str) else None
+    if schema is None:
+        kinds = ", ".join(_WORKLOAD_SCHEMAS)
+        loc = ("kind",) if "kind" in data else ()
+        raise SpecError([issue_at(data, loc, f"expected a workload kind ({kinds}), "
+                                             f"found {kind!r}")])
+    spec = validate(schema, data)
+    assert isinstance(spec, workload.TransformerSpec | workload.GemmSpec)
     return spec
 
 

@@ -13,7 +13,7 @@ from pydantic import Field, model_validator
 
 from dse.spec.types import Spec
 
-Phase = Literal["prefill", "decode", "serve", "inference", "training"]
+Phase = Literal["gemm", "prefill", "decode", "serve", "inference", "training"]
 PHASES: tuple[str, ...] = get_args(Phase)
 DataType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
 # Scenario precision names: a data type for everything, or weight-only quantization.
@@ -50,8 +50,8 @@ class Scenario(Spec):
     """A named way to run the model; the CLI can override each field."""
 
     phase: Phase
-    """prefill (time to first token), decode (token generation), serve (continuous batching),
-    inference (encoder), training."""
+    """gemm (a single matrix multiply), prefill (time to first token), decode (token
+    generation), serve (continuous batching), inference (encoder), training."""
     batch: int | Literal["max"] = 1
     """Sequences per step, or `max`: the most that fit in memory (serve, inference)."""
     seq_in: int = Field(default=0, ge=0)
@@ -142,6 +142,27 @@ class TransformerSpec(Spec):
     @property
     def d_head(self) -> int:
         return self.head_dim or self.d_model // self.heads
+
+
+class GemmSpec(Spec):
+    """A single (batched) matrix multiply C[B, M, N] = A[B, M, K] @ W[B, K, N]; the
+    `gemm:MxNxK` and `gemm:BxMxNxK` workload names build one."""
+
+    name: str = Field(min_length=1)
+    kind: Literal["gemm"]
+    source: str = Field(min_length=1)
+    description: str | None = None
+    base: str | None = None
+    m: int = Field(gt=0)
+    n: int = Field(gt=0)
+    k: int = Field(gt=0)
+    batch: int = Field(default=1, gt=0)
+    """Independent multiplies of the same shape."""
+    scenarios: dict[str, Scenario] = Field(
+        default_factory=lambda: {"gemm": Scenario(phase="gemm", precision="bf16")})
+
+
+WorkloadSpec = TransformerSpec | GemmSpec
 
 
 def parameter_counts(m: TransformerSpec) -> dict[str, int]:

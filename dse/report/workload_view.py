@@ -1,0 +1,115 @@
+"""How a lowered workload is shown (`dse workload`): documents and rows first, then tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from dse import units
+from dse.spec.workload import GemmSpec, Scenario, WorkloadSpec, parameter_counts
+from dse.workloads.optable import TENSOR_CLASSES, OpTable
+
+_BYTE_KEYS = ("weights", "activations", "kv_cache")
+
+
+def params(spec: WorkloadSpec) -> int:
+    """Parameter count (for a GEMM: the elements of its weight operand)."""
+    if isinstance(spec, GemmSpec):
+        return spec.batch * spec.k * spec.n
+    return parameter_counts(spec)["total"]
+
+
+def _bytes(per_class: np.ndarray) -> dict[str, float]:
+    out = {c: float(v) for c, v in zip(TENSOR_CLASSES, per_class, strict=True)
+           if c in _BYTE_KEYS or v}
+    out["total"] = float(per_class.sum())
+    return out
+
+
+def workload_document(spec: WorkloadSpec, scenario: Scenario, table: OpTable,
+                      convention: str) -> dict[str, Any]:
+    """Totals and per-operator rows in SI units. Operator `flops` and `bytes` are totals over
+    the operator's `count` repeats."""
+    total_bytes = table.count @ table.bytes
+    flops = table.total_flops
+    ops = []
+    for i in range(len(table)):
+        ops.append({
+            "name": str(table.name[i]), "kind": str(table.kind[i]),
+            "stage": str(table.stage[i]), "count": float(table.count[i]),
+            "flops": float(table.count[i] * table.flops[i]),
+            "bytes": _bytes(table.count[i] * table.bytes[i]),
+        })
+    return {
+        "name": spec.name, "scenario": scenario.model_dump(), "convention": convention,
+        "params": params(spec), "flops": flops, "bytes": _bytes(total_bytes),
+        "arithmetic_intensity": table.arithmetic_intensity, "ops": ops,
+    }
+
+
+def sweep_row(doc: dict[str, Any]) -> dict[str, Any]:
+    """One flat row of totals for a sweep table or CSV."""
+    sc = doc["scenario"]
+    return {"name": doc["name"], "phase": sc["phase"], "batch": sc["batch"],
+            "seq_in": sc["seq_in"], "seq_out": sc["seq_out"], "precision": sc["precision"],
+            "flops": doc["flops"], **{f"bytes_{k}": v for k, v in doc["bytes"].items()},
+            "arithmetic_intensity_flop_per_byte": doc["arithmetic_intensity"]}
+
+
+def op_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Flat per-operator rows for CSV output."""
+    return [{"name": op["name"], "kind": op["kind"], "stage": op["stage"],
+             "count": op["count"], "flops": op["flops"],
+             **{f"bytes_{k}": v for k, v in op["bytes"].items()}} for op in doc["ops"]]
+
+
+def _fmt_bytes(v: float) -> str:
+    return units.format_quantity(v, units.BYTES) if v else "-"
+
+
+def _fmt_flops(v: float) -> str:
+    return units.format_quantity(v, units.FLOP_RATE).replace("FLOP/s", "FLOP")
+
+
+def workload_tables(doc: dict[str, Any]) -> Group:
+    """Headline totals and the operator table, largest FLOPs first."""
+    sc = doc["scenario"]
+    head = Text()
+    head.append(doc["name"], style="bold")
+    head.append(f"  {sc['phase']}, batch {sc['batch']}, seq_in {sc['seq_in']}, "
+                f"seq_out {sc['seq_out']}, {sc['precision']}"
+                + (f", convention {doc['convention']}" if doc["convention"] != "default" else ""))
+    b = doc["bytes"]
+    head.append(f"\nparameters {doc['params']:.4g}   FLOPs {_fmt_flops(doc['flops'])}   "
+                f"bytes {_fmt_bytes(b['total'])} (weights {_fmt_bytes(b['weights'])}, "
+                f"activations {_fmt_bytes(b['activations'])}, "
+                f"KV cache {_fmt_bytes(b['kv_cache'])})   "
+                f"arithmetic intensity {doc['arithmetic_intensity']:.3g} FLOP/B")
+    ops = Table(title="Operators (totals over their repeats)", title_justify="left")
+    for col in ("operator", "kind", "stage", "count", "FLOPs", "weights", "activations",
+                "KV cache", "FLOP/B"):
+        ops.add_column(col, justify="left" if col in ("operator", "kind", "stage")
+                       else "right")
+    for op in sorted(doc["ops"], key=lambda o: -o["flops"]):
+        ob = op["bytes"]
+        ai = op["flops"] / ob["total"] if ob["total"] else float("inf")
+        ops.add_row(op["name"], op["kind"], op["stage"], f"{op['count']:.4g}",
+                    _fmt_flops(op["flops"]), _fmt_bytes(ob["weights"]),
+                    _fmt_bytes(ob["activations"]), _fmt_bytes(ob["kv_cache"]), f"{ai:.3g}")
+    return Group(head, ops)
+
+
+def sweep_table(rows: list[dict[str, Any]]) -> Table:
+    """One row per swept value."""
+    table = Table(title="Sweep", title_justify="left")
+    for col in ("seq_in", "seq_out", "batch", "FLOPs", "bytes", "FLOP/B"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(str(r["seq_in"]), str(r["seq_out"]), str(r["batch"]),
+                      _fmt_flops(r["flops"]), _fmt_bytes(r["bytes_total"]),
+                      f"{r['arithmetic_intensity_flop_per_byte']:.3g}")
+    return table

@@ -109,3 +109,43 @@ def test_list():
     assert result.exit_code == 0
     assert "h100-sxm" in result.stdout.split()
     assert run("list", "gizmos").exit_code == 2
+
+
+def test_workload_json_has_the_published_parameter_count():
+    result = run("workload", "llama2-70b", "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["params"] == pytest.approx(6.90e10, rel=0.01)
+    assert set(doc) >= {"name", "params", "flops", "bytes", "arithmetic_intensity", "ops"}
+    assert set(doc["bytes"]) >= {"weights", "activations", "kv_cache", "total"}
+    assert doc["flops"] == pytest.approx(sum(op["flops"] for op in doc["ops"]))
+    assert {"name", "kind", "count", "flops", "bytes"} <= set(doc["ops"][0])
+
+
+def test_workload_table_and_sweep():
+    result = run("workload", "gpt2", "--seq-in", "0", "--seq-out", "128,4096",
+                 "--convention", "paper", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 3 and lines[0].startswith("name,phase,batch,seq_in,seq_out")
+    result = run("workload", "bert-base", "--scenario", "case-study-512")
+    assert result.exit_code == 0, result.output
+    assert "attn_score" in result.stdout and "arithmetic intensity" in result.stdout
+
+
+def test_workload_gemm_and_errors():
+    result = run("workload", "gemm:1024x1024x1024", "-f", "json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["flops"] == 2 * 1024**3
+    for args, message in [
+        (["gemm:1x2"], "expected gemm:MxNxK"),
+        (["llama2-7b", "--seq-in", "12a"], "--seq-in: expected whole numbers"),
+        (["llama2-7b", "--convention", "nope"], "--convention: expected one of"),
+        (["llama3-8b", "--scenario", "serve-128-2048"], "batch 'max' depends on the hardware"),
+        (["llama2-7b", "--phase", "decoding"], "phase"),
+        (["no-such-model"], "unknown workload 'no-such-model'"),
+    ]:
+        result = run("workload", *args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.output

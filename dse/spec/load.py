@@ -212,18 +212,27 @@ def load_workload(ref: str | Path) -> workload.WorkloadSpec:
     return spec
 
 
-def detect_kind(data: dict) -> str:
-    """What a spec file describes: hardware, workload or study (from its top-level keys)."""
+def detect_kind(path: Path, data: dict, _depth: int = 0) -> str:
+    """What a spec file describes: hardware, workload or study, from its top-level keys or,
+    for a file that only overrides a `base:`, from what the base describes."""
     if "kind" in data or "architecture" in data or "scenarios" in data:
         return "workload"
     if "objectives" in data or "parameters" in data:
         return "study"
+    base = data.get("base")
+    if isinstance(base, str) and _depth < 16:
+        for kind in ("hardware", "workload"):
+            try:
+                base_path = resolve(base, kind, near=path.parent)
+            except SpecError:
+                continue
+            return detect_kind(base_path, read_yaml(base_path), _depth + 1)
     return "hardware"
 
 
 def check_file(path: Path) -> str:
     """Validate one file of any kind; returns its kind. Raises SpecError with every issue."""
-    kind = detect_kind(read_yaml(path))
+    kind = detect_kind(path, read_yaml(path))
     if kind == "hardware":
         load_hardware(path)
         return kind

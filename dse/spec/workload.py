@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from dse.spec.types import Spec
 
@@ -123,11 +123,17 @@ class TransformerSpec(Spec):
     scenarios: dict[str, Scenario] = Field(min_length=1)
     """Named scenarios; the first is the default."""
 
+    @field_validator("kv_heads")
+    @classmethod
+    def _kv_divides_heads(cls, kv: int | None, info: ValidationInfo) -> int | None:
+        heads = info.data.get("heads")
+        if kv is not None and heads is not None and heads % kv:
+            raise ValueError(f"expected a divisor of heads ({heads}) for grouped-query "
+                             f"attention, found {kv}")
+        return kv
+
     @model_validator(mode="after")
     def _shapes(self) -> TransformerSpec:
-        kv = self.kv_heads or self.heads
-        if self.heads % kv:
-            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({kv})")
         if self.head_dim is None and self.d_model % self.heads:
             raise ValueError(f"d_model ({self.d_model}) is not divisible by heads "
                              f"({self.heads}); give head_dim")

@@ -55,6 +55,8 @@ class Kind:
 
 
 BYTES = Kind("capacity", _dim(B=1), "80 GiB", "B", prefixes="binary")
+# Bytes moved (traffic) are always shown in decimal units, unlike capacities.
+TRAFFIC = Kind("amount of data", _dim(B=1), "1.5 GB", "B")
 BANDWIDTH = Kind("bandwidth", _dim(B=1, s=-1), "3.35 TB/s", "B/s")
 FLOP_RATE = Kind("compute rate", _dim(op=1, s=-1), "989 TFLOPS", "FLOP/s")
 TIME = Kind("time", _dim(s=1), "2 us", "s", prefixes="small")

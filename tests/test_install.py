@@ -41,8 +41,9 @@ def test_wheel_ships_the_spec_library(tmp_path):
     assert result.returncode == 0, result.stderr
     wheel = next(tmp_path.glob("dse-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = {p.name for p in (ROOT / "hwspecs").glob("*.yaml")}
-    assert shipped
-    for name in shipped:
-        assert f"dse/_data/hwspecs/{name}" in names
+    for folder in ("hwspecs", "workloads"):
+        shipped = {p.name for p in (ROOT / folder).glob("*.yaml")}
+        assert shipped
+        for name in shipped:
+            assert f"dse/_data/{folder}/{name}" in names
     assert "dse/cli.py" in names

@@ -68,7 +68,7 @@ def op_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _fmt_bytes(v: float) -> str:
-    return units.format_quantity(v, units.BYTES) if v else "-"
+    return units.format_quantity(v, units.TRAFFIC) if v else "-"
 
 
 def _fmt_flops(v: float) -> str:

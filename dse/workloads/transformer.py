@@ -240,6 +240,8 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
     batch, s_in, s_out = float(scenario.batch), float(scenario.seq_in), float(scenario.seq_out)
     b = _Builder(model, scenario, counting)
     phase = scenario.phase
+    if phase == "gemm":
+        raise ValueError("phase gemm is for gemm:MxNxK workloads, not a Transformer")
     if phase == "inference" and model.architecture != "encoder":
         raise ValueError("phase inference is for encoders; use prefill, decode or serve")
     if phase in ("prefill", "decode", "serve") and model.architecture != "decoder":

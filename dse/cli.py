@@ -184,30 +184,27 @@ def workload(
                            "(dse eval resolves max)")
         docs.append(view.workload_document(spec, sc, lower(spec, sc, CONVENTIONS[convention]),
                                            convention))
-    if len(docs) == 1:
+    if len(docs) == 1:  # one scenario: its operator table
         doc = docs[0]
-        if fmt is TableFormat.json:
-            typer.echo(json.dumps(doc, indent=2))
-        elif fmt is TableFormat.csv:
-            import pandas as pd
+        _render(fmt, doc, lambda: view.op_rows(doc), lambda: view.workload_tables(doc))
+    else:  # a sweep: one row of totals per value
+        rows = [view.sweep_row(d) for d in docs]
+        _render(fmt, docs, lambda: rows, lambda: view.sweep_table(rows))
 
-            typer.echo(pd.DataFrame(view.op_rows(doc)).to_csv(index=False), nl=False)
-        else:
-            from rich.console import Console
 
-            Console(width=max(120, Console().width)).print(view.workload_tables(doc))
-        return
-    rows = [view.sweep_row(d) for d in docs]
+def _render(fmt: TableFormat, document: Any, csv_rows: Callable[[], list[dict[str, Any]]],
+            table: Callable[[], Any]) -> None:
+    """Print JSON of `document`, CSV of `csv_rows()`, or the rich renderable `table()`."""
     if fmt is TableFormat.json:
-        typer.echo(json.dumps(docs, indent=2))
+        typer.echo(json.dumps(document, indent=2))
     elif fmt is TableFormat.csv:
         import pandas as pd
 
-        typer.echo(pd.DataFrame(rows).to_csv(index=False), nl=False)
+        typer.echo(pd.DataFrame(csv_rows()).to_csv(index=False), nl=False)
     else:
         from rich.console import Console
 
-        Console(width=max(100, Console().width)).print(view.sweep_table(rows))
+        Console(width=max(120, Console().width)).print(table())
 
 
 @app.command(name="list")

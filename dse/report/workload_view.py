@@ -11,9 +11,9 @@ from rich.text import Text
 
 from dse import units
 from dse.spec.workload import GemmSpec, Scenario, WorkloadSpec, parameter_counts
-from dse.workloads.optable import TENSOR_CLASSES, OpTable
+from dse.workloads.optable import OpTable, class_bytes
 
-_BYTE_KEYS = ("weights", "activations", "kv_cache")
+_BYTE_KEYS = ("weights", "activations", "kv_cache", "total")
 
 
 def params(spec: WorkloadSpec) -> int:
@@ -24,18 +24,14 @@ def params(spec: WorkloadSpec) -> int:
 
 
 def _bytes(per_class: np.ndarray) -> dict[str, float]:
-    out = {c: float(v) for c, v in zip(TENSOR_CLASSES, per_class, strict=True)
-           if c in _BYTE_KEYS or v}
-    out["total"] = float(per_class.sum())
-    return out
+    """Bytes by class: the three inference classes always, others only where nonzero."""
+    return {c: v for c, v in class_bytes(per_class).items() if c in _BYTE_KEYS or v}
 
 
 def workload_document(spec: WorkloadSpec, scenario: Scenario, table: OpTable,
                       convention: str) -> dict[str, Any]:
     """Totals and per-operator rows in SI units. Operator `flops` and `bytes` are totals over
     the operator's `count` repeats."""
-    total_bytes = table.count @ table.bytes
-    flops = table.total_flops
     ops = []
     for i in range(len(table)):
         ops.append({
@@ -46,7 +42,8 @@ def workload_document(spec: WorkloadSpec, scenario: Scenario, table: OpTable,
         })
     return {
         "name": spec.name, "scenario": scenario.model_dump(), "convention": convention,
-        "params": params(spec), "flops": flops, "bytes": _bytes(total_bytes),
+        "params": params(spec), "flops": table.total_flops,
+        "bytes": _bytes(table.count @ table.bytes),
         "arithmetic_intensity": table.arithmetic_intensity, "ops": ops,
     }
 

@@ -21,14 +21,6 @@ PrecisionName = Literal["fp32", "bf16", "fp16", "fp8", "int8", "w8a16", "w4a16",
 PRECISION_NAMES: tuple[str, ...] = get_args(PrecisionName)
 
 
-class Precision(Spec):
-    """Data types of the three tensor classes (weights, activations, KV cache)."""
-
-    weights: DataType
-    activations: DataType
-    kv_cache: DataType
-
-
 class MoE(Spec):
     """Mixture of experts in the feed-forward block."""
 

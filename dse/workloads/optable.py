@@ -24,6 +24,13 @@ KINDS = ("gemm", "attention_score", "attention_value", "softmax", "norm", "activ
 MATRIX_KINDS = ("gemm", "attention_score", "attention_value", "lm_head", "router")
 
 
+def class_bytes(per_class: np.ndarray) -> dict[str, float]:
+    """A [C] vector of bytes by tensor class as a dict, plus `total`."""
+    out = {c: float(v) for c, v in zip(TENSOR_CLASSES, per_class, strict=True)}
+    out["total"] = float(per_class.sum())
+    return out
+
+
 @dataclass
 class OpRow:
     """One operator while a table is being built (plain Python, converted once)."""
@@ -92,10 +99,7 @@ class OpTable:
 
     def total_bytes(self) -> dict[str, float]:
         """Bytes moved by the whole scenario, by tensor class, plus `total`."""
-        per_class = self.count @ self.bytes
-        out = {c: float(v) for c, v in zip(TENSOR_CLASSES, per_class, strict=True)}
-        out["total"] = float(per_class.sum())
-        return out
+        return class_bytes(self.count @ self.bytes)
 
     @property
     def arithmetic_intensity(self) -> float:

@@ -83,7 +83,6 @@ class _Builder:
         self.ab = eb or DTYPE_BYTES[a]
         self.kvb = eb or DTYPE_BYTES[kv]
         self.rows: list[OpRow] = []
-        self.kv_class = "activations"  # set per stage: kv_cache when a cache exists
 
     def gemm(self, name: str, group: str, count: float, m: float, n: float, k: float,
              stage: str, kind: str = "gemm", bias: bool | None = None) -> None:
@@ -110,7 +109,7 @@ class _Builder:
         m, d = self.m, self.m.d_model
         h, kvh, dh = m.heads, m.n_kv_heads, m.d_head
         cached = m.architecture == "decoder" and stage in ("prefill", "decode")
-        self.kv_class = "kv_cache" if cached else "activations"
+        kv_class = "kv_cache" if cached else "activations"
         norm_w = d * (2 if m.norm == "layernorm" and m.bias else 1)
         self.elementwise("attn_norm", "norm", m.norm, count, tokens * d, stage, weights=norm_w)
         self.gemm("q_proj", "attention_proj", count, tokens, h * dh, d, stage)
@@ -126,13 +125,13 @@ class _Builder:
         q_bytes = seqs * h * q_len * dh * self.ab
         self.rows.append(OpRow(
             "attn_score", "attention_score", "attention_act", count, 2 * scores * dh,
-            read=_classes(("activations", q_bytes), (self.kv_class, kv_read)),
+            read=_classes(("activations", q_bytes), (kv_class, kv_read)),
             written={"activations": scores * self.ab},
             m=q_len, n=kv_len, k=dh, batch=seqs * h, stage=stage, dtype=self.dtype))
         self.elementwise("softmax", "softmax", "softmax", count, scores, stage)
         self.rows.append(OpRow(
             "attn_value", "attention_value", "attention_act", count, 2 * scores * dh,
-            read=_classes(("activations", scores * self.ab), (self.kv_class, kv_read)),
+            read=_classes(("activations", scores * self.ab), (kv_class, kv_read)),
             written={"activations": q_bytes},
             m=q_len, n=dh, k=kv_len, batch=seqs * h, stage=stage, dtype=self.dtype))
         self.gemm("o_proj", "attention_proj", count, tokens, d, h * dh, stage)

@@ -117,6 +117,10 @@ class Compute(Spec):
     """Matrix engines."""
     vector: Engine | None = None
     """Vector/SIMD units (softmax, norms, dequantization), where published."""
+    op_overhead: Time | None = None
+    """Fixed time every operator (kernel) costs on top of its roofline time: launch,
+    scheduling, pipeline fill and drain, end-of-kernel synchronisation. Seconds; omitted
+    means none is charged (statically scheduled dataflow chips)."""
 
     @model_validator(mode="after")
     def _clock_for_per_unit(self) -> Compute:
@@ -157,6 +161,11 @@ class MemoryLevel(Spec):
     """Number of DDR/LPDDR/GDDR channels at the standard's width (area model)."""
     achievable: Achievable | None = None
     """Achieved fraction of `bandwidth` (e.g. a STREAM-like copy), with its source."""
+    resident: bool | None = None
+    """Whether weights and KV cache may stay in this level across steps. Default: yes for
+    DRAM, host memory and chip-wide (shared) SRAM scratchpads; no for caches, registers and
+    per-unit SRAM (a GPU's shared memory lives only as long as one kernel). Set it for
+    designs whose per-unit SRAM is the main memory (Cerebras)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> MemoryLevel:
@@ -170,6 +179,13 @@ class MemoryLevel(Spec):
         if self.channels is not None and self.interface not in CHANNEL_INTERFACES:
             raise ValueError("channels needs a DDR, LPDDR or GDDR interface")
         return self
+
+    @property
+    def holds_resident(self) -> bool:
+        """Whether persistent tensors can be placed here (see `resident`)."""
+        if self.resident is not None:
+            return self.resident
+        return self.kind in ("dram", "host") or (self.kind == "sram" and self.scope == "shared")
 
     def chip_capacity(self, units: int) -> float:
         """Capacity of the whole level across the chip, bytes."""
@@ -200,7 +216,7 @@ class Interconnect(Spec):
     link_bandwidth: Bandwidth | None = None
     """Bandwidth of one link, per direction, B/s."""
     latency: Time | None = None
-    """Latency of one chip-to-chip transfer (or collective step), seconds."""
+    """Latency of one chip-to-chip hop (one step of a ring collective), seconds."""
     topology: Topology | None = None
     """How chips in a node connect: switch (NVSwitch), fully_connected (a direct link to
     every peer), ring, torus2d, torus3d, mesh (2-D grid)."""
@@ -209,6 +225,12 @@ class Interconnect(Spec):
     scale_out_bandwidth: Bandwidth | None = None
     """Network bandwidth per chip to other nodes, per direction, B/s."""
     scale_out_latency: Time | None = None
+    collective_overhead: Time | None = None
+    """Fixed cost of one collective call (all-reduce, all-gather) beyond its per-step
+    latency and its bytes: the communication library's launch and synchronisation, s."""
+    achievable: Achievable | None = None
+    """Achieved fraction of the links' bandwidth in a large collective (e.g. the bus
+    bandwidth nccl-tests reports), with its source."""
     host_link: HostLink | None = None
 
     @model_validator(mode="after")

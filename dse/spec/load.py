@@ -22,7 +22,8 @@ from dse.spec.yamlpos import LDict, LList, read_yaml
 from dse.units import FREQUENCY, UnitError, to_kind
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
-LIBRARY_FOLDERS = {"hardware": "hwspecs", "workload": "workloads", "study": "studies"}
+LIBRARY_FOLDERS = {"hardware": "hwspecs", "workload": "workloads", "study": "studies",
+                   "validation": "validation"}
 # Keys that describe one file and are never inherited through `base:`.
 _NOT_INHERITED = ("name", "source", "description", "base")
 # Marker a derived spec puts on an inherited list item (matched by name) to drop it.

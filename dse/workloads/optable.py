@@ -20,6 +20,13 @@ import numpy as np
 TENSOR_CLASSES = ("weights", "activations", "kv_cache", "gradients")
 KINDS = ("gemm", "attention_score", "attention_value", "softmax", "norm", "activation",
          "residual", "rope", "embedding", "lm_head", "router")
+# How tensor parallelism (Megatron-style) splits an operator over `tp` chips: replicated
+# (norms, residuals, embeddings: every chip does all of it); column (weights split along N:
+# Q/K/V, gate, up; no communication); row (weights split along K: output and down
+# projections; an all-reduce of the output follows); heads (attention: heads split); part
+# (elementwise work on a split tensor); vocab (LM head split along the vocabulary; an
+# all-gather of the logits follows).
+SPLITS = ("replicated", "column", "row", "heads", "part", "vocab")
 # Matrix-engine kinds: the rest run on vector units (or are pure data movement: embedding).
 MATRIX_KINDS = ("gemm", "attention_score", "attention_value", "lm_head", "router")
 
@@ -48,6 +55,9 @@ class OpRow:
     batch: float = 0.0  # independent matrices per instance (batch x heads for attention)
     stage: str = "forward"  # forward, backward, prefill, decode
     dtype: str = "bf16"  # compute data type
+    wdtype: str = ""  # stored data type of the weights read ("" when none)
+    split: str = "replicated"  # how tensor parallelism splits it: see SPLITS
+    layer: bool = False  # repeated per Transformer layer (pipeline stages divide these)
 
 
 @dataclass(frozen=True)
@@ -64,9 +74,17 @@ class OpTable:
     read: np.ndarray  # [I, C] bytes read per instance by tensor class
     written: np.ndarray  # [I, C] bytes written per instance by tensor class
     shape: np.ndarray  # [I, 4] m, n, k, batch per instance (0 for non-GEMM)
+    wdtype: np.ndarray  # [I] str, stored data type of the weights ("" when none)
+    split: np.ndarray  # [I] str, one of SPLITS
+    layer: np.ndarray  # [I] bool, repeated per layer
+    meta: dict = field(default_factory=dict, compare=False)
+    """Scenario facts the performance model needs beside the rows: phase, batch, seq_in,
+    seq_out, layers, weight_bytes (resident weights), kv_bytes_per_token (per sequence, all
+    layers), context_max and context_avg (tokens held in the KV cache at the end and on
+    average over the generation)."""
 
     @staticmethod
-    def from_rows(rows: list[OpRow]) -> OpTable:
+    def from_rows(rows: list[OpRow], meta: dict | None = None) -> OpTable:
         def per_class(maps: list[dict[str, float]]) -> np.ndarray:
             return np.array([[mp.get(c, 0.0) for c in TENSOR_CLASSES] for mp in maps],
                             dtype=float).reshape(len(maps), len(TENSOR_CLASSES))
@@ -83,6 +101,10 @@ class OpTable:
             written=per_class([r.written for r in rows]),
             shape=np.array([[r.m, r.n, r.k, r.batch] for r in rows],
                            dtype=float).reshape(len(rows), 4),
+            wdtype=np.array([r.wdtype for r in rows], dtype=object),
+            split=np.array([r.split for r in rows], dtype=object),
+            layer=np.array([r.layer for r in rows], dtype=bool),
+            meta=dict(meta or {}),
         )
 
     def __len__(self) -> int:
@@ -109,4 +131,5 @@ class OpTable:
 
     def select(self, mask: np.ndarray) -> OpTable:
         """The rows where `mask` is true."""
-        return OpTable(**{f: getattr(self, f)[mask] for f in self.__dataclass_fields__})
+        return OpTable(**{f: getattr(self, f)[mask] for f in self.__dataclass_fields__
+                          if f != "meta"}, meta=self.meta)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dse.spec.workload import Scenario, TransformerSpec
+from dse.spec.workload import Scenario, TransformerSpec, parameter_counts
 from dse.workloads.optable import OpRow, OpTable
 
 # FLOPs per element of the vector-unit operators (operation counts of the usual kernels).
@@ -77,6 +77,7 @@ class _Builder:
     def __init__(self, m: TransformerSpec, sc: Scenario, counting: Counting):
         self.m, self.counting = m, counting
         w, a, kv, self.dtype = PRECISIONS[sc.precision]
+        self.wdt = w
         kv = sc.kv_precision or kv
         eb = counting.element_bytes
         self.wb = eb or (DTYPE_BYTES[w] + (2.0 / INT4_GROUP_SIZE if w == "int4" else 0.0))
@@ -85,21 +86,24 @@ class _Builder:
         self.rows: list[OpRow] = []
 
     def gemm(self, name: str, group: str, count: float, m: float, n: float, k: float,
-             stage: str, kind: str = "gemm", bias: bool | None = None) -> None:
+             stage: str, kind: str = "gemm", bias: bool | None = None,
+             split: str = "column") -> None:
         bias = self.m.bias if bias is None else bias
         self.rows.append(OpRow(
             name, kind, group, count, 2 * m * n * k + (m * n if bias else 0.0),
             read={"weights": k * n * self.wb + (n * self.ab if bias else 0.0),
                   "activations": m * k * self.ab},
             written={"activations": m * n * self.ab}, m=m, n=n, k=k, batch=1, stage=stage,
-            dtype=self.dtype))
+            dtype=self.dtype, wdtype=self.wdt, split=split))
 
     def elementwise(self, name: str, kind: str, op: str, count: float, elements: float,
-                    stage: str, inputs: int = 1, weights: float = 0.0) -> None:
+                    stage: str, inputs: int = 1, weights: float = 0.0,
+                    split: str = "replicated") -> None:
         self.rows.append(OpRow(
             name, kind, "other", count, FLOP_PER_ELEMENT[op] * elements,
             read={"activations": inputs * elements * self.ab, "weights": weights * self.wb},
-            written={"activations": elements * self.ab}, stage=stage, dtype=self.dtype))
+            written={"activations": elements * self.ab}, stage=stage, dtype=self.dtype,
+            split=split))
 
     def layer(self, stage: str, count: float, tokens: float, seqs: float, q_len: float,
               kv_len: float, pairs: float, kv_new: float) -> None:
@@ -108,6 +112,7 @@ class _Builder:
         sequence appends."""
         m, d = self.m, self.m.d_model
         h, kvh, dh = m.heads, m.n_kv_heads, m.d_head
+        first = len(self.rows)
         cached = m.architecture == "decoder" and stage in ("prefill", "decode")
         kv_class = "kv_cache" if cached else "activations"
         norm_w = d * (2 if m.norm == "layernorm" and m.bias else 1)
@@ -119,7 +124,8 @@ class _Builder:
                 row = self.rows[-1]  # the new K/V entries go to the cache, not to activations
                 row.written = {"kv_cache": seqs * kv_new * kvh * dh * self.kvb}
         if m.position == "rope":
-            self.elementwise("rope", "rope", "rope", count, tokens * (h + kvh) * dh, stage)
+            self.elementwise("rope", "rope", "rope", count, tokens * (h + kvh) * dh, stage,
+                             split="part")
         scores = seqs * h * pairs
         kv_read = seqs * kvh * kv_len * dh * self.kvb
         q_bytes = seqs * h * q_len * dh * self.ab
@@ -127,18 +133,22 @@ class _Builder:
             "attn_score", "attention_score", "attention_act", count, 2 * scores * dh,
             read=_classes(("activations", q_bytes), (kv_class, kv_read)),
             written={"activations": scores * self.ab},
-            m=q_len, n=kv_len, k=dh, batch=seqs * h, stage=stage, dtype=self.dtype))
-        self.elementwise("softmax", "softmax", "softmax", count, scores, stage)
+            m=q_len, n=kv_len, k=dh, batch=seqs * h, stage=stage, dtype=self.dtype,
+            split="heads"))
+        self.elementwise("softmax", "softmax", "softmax", count, scores, stage, split="part")
         self.rows.append(OpRow(
             "attn_value", "attention_value", "attention_act", count, 2 * scores * dh,
             read=_classes(("activations", scores * self.ab), (kv_class, kv_read)),
             written={"activations": q_bytes},
-            m=q_len, n=dh, k=kv_len, batch=seqs * h, stage=stage, dtype=self.dtype))
-        self.gemm("o_proj", "attention_proj", count, tokens, d, h * dh, stage)
+            m=q_len, n=dh, k=kv_len, batch=seqs * h, stage=stage, dtype=self.dtype,
+            split="heads"))
+        self.gemm("o_proj", "attention_proj", count, tokens, d, h * dh, stage, split="row")
         self.elementwise("attn_residual", "residual", "residual", count, tokens * d, stage, 2)
         self.elementwise("ffn_norm", "norm", m.norm, count, tokens * d, stage, weights=norm_w)
         self.ffn(stage, count, tokens)
         self.elementwise("ffn_residual", "residual", "residual", count, tokens * d, stage, 2)
+        for row in self.rows[first:]:
+            row.layer = True
 
     def ffn(self, stage: str, count: float, tokens: float) -> None:
         m, d, f = self.m, self.m.d_model, self.m.d_ff
@@ -146,7 +156,8 @@ class _Builder:
         experts = [(count, tokens, "")]
         if m.moe:
             e, k = m.moe.experts, m.moe.top_k
-            self.gemm("router", "ffn", count, tokens, e, d, stage, kind="router", bias=False)
+            self.gemm("router", "ffn", count, tokens, e, d, stage, kind="router", bias=False,
+                      split="replicated")
             # Distinct experts a batch of `tokens` touches under uniform routing, and the
             # tokens each of them receives: E * (1 - (1 - k/E)^T) and T * k / that.
             touched = e * (1.0 - (1.0 - k / e) ** tokens)
@@ -158,8 +169,8 @@ class _Builder:
             for name in names:
                 self.gemm(prefix + name, "ffn", n_inst, rows, f, d, stage)
             self.elementwise(prefix + "activation", "activation", m.ffn, n_inst, rows * f,
-                             stage, inputs=2 if gated else 1)
-            self.gemm(prefix + "down_proj", "ffn", n_inst, rows, d, f, stage)
+                             stage, inputs=2 if gated else 1, split="part")
+            self.gemm(prefix + "down_proj", "ffn", n_inst, rows, d, f, stage, split="row")
 
     def edges(self, stage: str, count: float, tokens: float, head_rows: float) -> None:
         """Embedding lookup before the layers; final norm and LM head (or pooler) after."""
@@ -175,11 +186,11 @@ class _Builder:
             self.elementwise("embed_norm", "norm", m.norm, count, tokens * d, stage,
                              weights=2 * d)
             if m.pooler:
-                self.gemm("pooler", "head", count, head_rows, d, d, stage)
+                self.gemm("pooler", "head", count, head_rows, d, d, stage, split="replicated")
             return
         self.elementwise("final_norm", "norm", m.norm, count, head_rows * d, stage, weights=d)
         self.gemm("lm_head", "head", count, head_rows, m.vocab, d, stage, kind="lm_head",
-                  bias=False)
+                  bias=False, split="vocab")
 
 
 def _classes(*pairs: tuple[str, float]) -> dict[str, float]:
@@ -227,7 +238,8 @@ def _backward(rows: list[OpRow]) -> list[OpRow]:
             f"{r.name}.backward", r.kind, r.group, r.count, 2 * r.flops,
             read={"weights": r.read.get("weights", 0.0), "activations": acts_read + grads_in},
             written={"activations": acts_read, "gradients": r.read.get("weights", 0.0)},
-            m=r.m, n=r.n, k=r.k, batch=r.batch, stage="backward", dtype=r.dtype))
+            m=r.m, n=r.n, k=r.k, batch=r.batch, stage="backward", dtype=r.dtype,
+            wdtype=r.wdtype, split=r.split, layer=r.layer))
     return out
 
 
@@ -254,4 +266,15 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
     if phase == "training":
         _forward(b, "forward", batch, s_in)
         b.rows += _backward(b.rows)
-    return OpTable.from_rows(b.rows)
+    cached = model.architecture == "decoder"
+    generates = phase in ("decode", "serve")
+    meta = {
+        "phase": phase, "batch": batch, "seq_in": s_in, "seq_out": s_out if generates else 0.0,
+        "layers": model.layers, "weight_bytes": parameter_counts(model)["total"] * b.wb,
+        "hidden_bytes_per_token": model.d_model * b.ab,
+        "kv_bytes_per_token": (model.layers * 2 * model.n_kv_heads * model.d_head * b.kvb
+                               if cached else 0.0),
+        "context_max": s_in + (s_out if generates else 0.0),
+        "context_avg": s_in + ((s_out + 1) / 2.0 if generates else 0.0),
+    }
+    return OpTable.from_rows(b.rows, meta)

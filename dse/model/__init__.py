@@ -1,0 +1,6 @@
+"""The performance model: pure numpy, vectorized over a batch of designs, no I/O."""
+
+from dse.model.batch import DesignBatch, design_batch
+from dse.model.evaluate import METRICS, Evaluation, evaluate
+
+__all__ = ["METRICS", "DesignBatch", "Evaluation", "design_batch", "evaluate"]

@@ -1,0 +1,318 @@
+"""evaluate(): hardware designs x workload scenario -> metrics, memory footprint and the
+bound of every operator, for N designs in one pass of array arithmetic.
+
+Phases and what they report (T: time of one step of one data-parallel replica):
+- gemm: achieved_flop_per_s = FLOPs / T;
+- prefill: ttft_s = T (the whole prompt of every sequence, and the first token);
+- decode: T covers seq_out tokens of `batch` sequences over a KV cache growing from seq_in;
+  decode_tokens_per_s = seq_out / T (one sequence), output_tokens_per_s = dp x batch x that;
+- serve: continuous batching in steady state: `batch` sequences in flight (or, with `max`,
+  the most whose KV cache at the average context seq_in + (seq_out + 1) / 2 fits beside the
+  weights, as a paged KV cache allows); each is prefilled once and decoded seq_out times:
+  output_tokens_per_s = dp x batch x seq_out / T;
+- inference (encoders): samples_per_s = dp x batch / T.
+No I/O; a design that cannot run the scenario gets feasible = False and a reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dse.errors import DseError
+from dse.model.batch import DesignBatch, design_batch
+from dse.model.parallel import FUSIONS, chip_ops, collective_times
+from dse.model.performance import A, G, ChipOps, op_times
+from dse.model.placement import PLACED, cached_level, place
+from dse.spec.hardware import HardwareSpec
+from dse.spec.workload import Scenario, WorkloadSpec
+from dse.workloads import lower, scenario_for
+
+METRICS = ("latency_s", "ttft_s", "decode_tokens_per_s", "output_tokens_per_s",
+           "samples_per_s", "achieved_flop_per_s", "tokens_per_s_per_chip")
+LATENCY_PHASES = ("gemm", "prefill", "decode")
+
+
+@dataclass
+class Evaluation:
+    """Results for N designs. Arrays over designs; `ops_*` over the J operators and
+    collectives one chip runs (names shared by all designs)."""
+
+    hardware: str
+    workload: str
+    scenario: Scenario
+    chips: int
+    tp: int
+    pp: int
+    batch: DesignBatch
+    feasible: np.ndarray  # [N] bool
+    reason: np.ndarray  # [N] str ("" when feasible)
+    sequences: np.ndarray  # [N] sequences per data-parallel replica
+    metrics: dict[str, np.ndarray]  # name -> [N] (NaN: not applicable or infeasible)
+    memory_bytes: np.ndarray  # [N, L] bytes per chip held in each level
+    level_names: tuple[str, ...]
+    ops_name: np.ndarray  # [J]
+    ops_count: np.ndarray  # [N, J] repeats
+    ops_flops: np.ndarray  # [N, J] FLOPs per instance per chip
+    ops_bytes: np.ndarray  # [N, J, L] bytes per instance per chip at each level
+    ops_time: np.ndarray  # [N, J] s per instance
+    ops_bound: np.ndarray  # [N, J] str: compute, a level name or interconnect
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.feasible)
+
+    def to_frame(self):  # -> pandas.DataFrame (pandas imported lazily: the model core is numpy)
+        """One row per design: overrides, feasibility, batch, metrics, memory per level."""
+        import pandas as pd
+
+        cols: dict[str, object] = {k: v for k, v in self.batch.overrides.items()}
+        cols["feasible"] = self.feasible
+        cols["reason"] = self.reason
+        cols["sequences_per_replica"] = self.sequences
+        for name, values in self.metrics.items():
+            cols[name] = values
+        for level, name in enumerate(self.level_names):
+            cols[f"memory_{name}_bytes"] = self.memory_bytes[:, level]
+        return pd.DataFrame(cols)
+
+    def op_records(self, i: int = 0) -> list[dict]:
+        """Operators of design i: name, count, flops and bytes (totals over the count, per
+        chip), time (total), share of the step, bound; sorted by time, longest first."""
+        total = float(np.sum(self.ops_count[i] * self.ops_time[i]))
+        out = []
+        for j, name in enumerate(self.ops_name):
+            cnt = float(self.ops_count[i, j])
+            t = cnt * float(self.ops_time[i, j])
+            out.append({
+                "name": str(name), "count": cnt,
+                "flops": cnt * float(self.ops_flops[i, j]),
+                "bytes": {lv: cnt * float(self.ops_bytes[i, j, k])
+                          for k, lv in enumerate(self.level_names)},
+                "time_s": t, "share": t / total if total > 0 else 0.0,
+                "bound": str(self.ops_bound[i, j]),
+            })
+        return sorted(out, key=lambda r: -r["time_s"])
+
+
+def _reject(condition: bool, message: str) -> None:
+    if condition:
+        raise DseError(message)
+
+
+def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | None = None, *,
+             phase: str | None = None, batch: int | str | None = None,
+             seq_in: int | None = None, seq_out: int | None = None,
+             precision: str | None = None, kv_precision: str | None = None,
+             chips: int = 1, tp: int = 1, pp: int = 1,
+             overrides: dict[str, object] | None = None,
+             fusion: str = "flash") -> Evaluation:
+    """Evaluate every design of `hw` (a spec with `overrides`, or a DesignBatch) on one
+    scenario of `wl`. Scenario fields given here replace the named scenario's."""
+    db = hw if isinstance(hw, DesignBatch) else design_batch(hw, overrides)
+    sc = scenario_for(wl, scenario, phase=phase, batch=batch, seq_in=seq_in, seq_out=seq_out,
+                      precision=precision, kv_precision=kv_precision)
+    for name, v in (("chips", chips), ("tp", tp), ("pp", pp)):
+        _reject(not isinstance(v, int) or v < 1, f"--{name}: expected a positive whole "
+                f"number, found {v}")
+    _reject(chips % (tp * pp) != 0, f"--chips {chips} is not a multiple of tp x pp = "
+            f"{tp * pp}; data parallelism needs whole replicas")
+    _reject(fusion not in FUSIONS, f"fusion: expected one of {', '.join(FUSIONS)}")
+    _reject(sc.phase == "training", "phase training is not modelled yet (it needs the "
+            "training memory planner); use gemm, prefill, decode, serve or inference")
+    dp = chips // (tp * pp)
+    in_sequence = sc.phase in LATENCY_PHASES
+    n = db.n
+
+    # Sequences per replica, per design.
+    if sc.batch == "max":
+        per_seq, fixed = _per_sequence_bytes(wl, sc, tp, pp, fusion)
+        free = np.where(db.resident[None, :], db.capacity, 0.0).sum(axis=1) - fixed
+        seqs = np.floor(np.maximum(free, 0.0) / per_seq) if per_seq > 0 else np.full(n, np.nan)
+        _reject(per_seq <= 0, f"{wl.name}: batch max needs per-sequence memory to size")
+    else:
+        seqs = np.full(n, float(math.ceil(sc.batch / dp)))
+
+    j_names = None
+    out: dict[str, np.ndarray] = {}
+    for b in np.unique(seqs[seqs >= 1]):
+        idx = np.flatnonzero(seqs == b)
+        sub = _subset(db, idx)
+        res = _evaluate_group(sub, wl, sc.model_copy(update={"batch": int(b)}), tp, pp, dp,
+                              chips, fusion, in_sequence)
+        if j_names is None:
+            j_names = res["ops_name"]
+            for key, val in res.items():
+                if key == "ops_name":
+                    continue
+                out[key] = np.zeros((n,) + val.shape[1:], dtype=val.dtype)
+                if val.dtype.kind == "f":
+                    out[key][:] = np.nan
+        for key, val in res.items():
+            if key != "ops_name":
+                out[key][idx] = val
+    if j_names is None:  # nothing fits even one sequence anywhere
+        res = _evaluate_group(_subset(db, np.arange(n)), wl, sc.model_copy(update={"batch": 1}),
+                              tp, pp, dp, chips, fusion, in_sequence)
+        j_names, out = res.pop("ops_name"), res
+    none_fit = seqs < 1
+    reason = out["reason"].astype(object)
+    reason[none_fit] = "not even one sequence fits: " + out["fit"][none_fit].astype(object)
+    feasible = out["feasible"] & ~none_fit
+    metrics = {m: np.where(feasible, out[m], np.nan) for m in METRICS}
+    return Evaluation(
+        hardware=db.spec.name, workload=wl.name, scenario=sc.model_copy(
+            update={"batch": sc.batch}), chips=chips, tp=tp, pp=pp, batch=db,
+        feasible=feasible, reason=np.where(feasible, "", reason).astype(object),
+        sequences=np.where(none_fit, 0.0, seqs), metrics=metrics,
+        memory_bytes=out["memory"], level_names=db.level_names, ops_name=j_names,
+        ops_count=out["count"], ops_flops=out["flops"], ops_bytes=out["bytes"],
+        ops_time=out["time"], ops_bound=out["bound"])
+
+
+def _subset(db: DesignBatch, idx: np.ndarray) -> DesignBatch:
+    """The designs at `idx` of a batch."""
+    if len(idx) == db.n:
+        return db
+    fields = {}
+    for name in db.__dataclass_fields__:
+        v = getattr(db, name)
+        if isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == db.n \
+                and name not in ("resident", "per_unit"):
+            v = v[idx]
+        elif isinstance(v, dict):
+            v = {k: a[idx] for k, a in v.items()}
+        fields[name] = v
+    fields["n"] = len(idx)
+    return DesignBatch(**fields)
+
+
+def _per_sequence_bytes(wl: WorkloadSpec, sc: Scenario, tp: int, pp: int,
+                        fusion: str) -> tuple[float, float]:
+    """(bytes per chip each extra sequence needs, bytes per chip needed regardless) for
+    sizing batch max: KV cache at the steady-state context plus activation workspace."""
+    table = lower(wl, sc.model_copy(update={"batch": 1}))
+    meta = table.meta
+    context = meta["context_avg"] if sc.phase == "serve" else meta["context_max"]
+    ops, _ = chip_ops(table, tp, pp, fusion)
+    per_seq = meta["kv_bytes_per_token"] * context / (tp * pp) + _workspace(ops)
+    return per_seq, meta["weight_bytes"] / (tp * pp)
+
+
+def _workspace(ops: ChipOps) -> float:
+    """Largest activation working set of one operator instance (inputs + outputs), bytes."""
+    ws = ops.read[:, A] + ops.written[:, A] + ops.read[:, G] + ops.written[:, G]
+    return float(ws.max()) if len(ws) else 0.0
+
+
+def _evaluate_group(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, tp: int, pp: int,
+                    dp: int, chips: int, fusion: str, in_sequence: bool) -> dict:
+    table = lower(wl, sc)
+    meta = table.meta
+    ops, coll = chip_ops(table, tp, pp, fusion, stages_in_sequence=in_sequence)
+    n, lv = db.n, db.levels
+    context = meta["context_avg"] if sc.phase == "serve" else meta["context_max"]
+    weights = meta["weight_bytes"] / (tp * pp)
+    kv = meta["batch"] * context * meta["kv_bytes_per_token"] / (tp * pp)
+    workspace = _workspace(ops)
+    placed = place(db, {"weights": weights, "kv_cache": kv, "workspace": workspace})
+
+    # Homes of the persistent classes; decode steps find a working set that fits a cache
+    # in that cache (see placement.cached_level).
+    w_home = placed.fraction[:, PLACED.index("weights")]
+    kv_home = placed.fraction[:, PLACED.index("kv_cache")]
+    cache = cached_level(db, weights + kv)
+    decode = ops.stage == "decode"
+    levels = np.arange(lv)
+
+    def with_cache(share: np.ndarray) -> np.ndarray:
+        moved = np.where(levels[None, :] > cache[:, None], share, 0.0).sum(axis=1)
+        cached = np.where(levels[None, :] > cache[:, None], 0.0, share)
+        cached[np.arange(n), np.maximum(cache, 0)] += moved
+        cached = np.where((cache >= 0)[:, None], cached, share)
+        return np.where(decode[None, :, None], cached[:, None, :], share[:, None, :])
+
+    # Activations: the innermost chip-wide on-chip level that holds an operator's inputs
+    # and outputs, else the first resident level (DRAM, or the SRAM of an SRAM-only chip).
+    ws = ops.read[:, A] + ops.written[:, A] + ops.read[:, G] + ops.written[:, G]
+    first_resident = int(np.argmax(db.resident)) if db.resident.any() else lv - 1
+    dram = [i for i in range(lv) if db.resident[i] and db.level_kinds[i] in ("dram", "host")]
+    fallback = dram[0] if dram else first_resident
+    act_home = np.full((n, len(ws)), fallback)
+    for level in reversed(range(lv)):
+        if db.level_kinds[level] in ("cache", "sram") and not db.per_unit[level] \
+                and level < fallback:
+            fits = db.capacity[:, level][:, None] >= ws[None, :]
+            act_home = np.where(fits, level, act_home)
+
+    t = op_times(db, ops, {"weights": with_cache(w_home), "kv_cache": with_cache(kv_home)},
+                 act_home)
+    t_coll = collective_times(db, coll)
+    count = np.concatenate([ops.count, coll.count])
+    time = np.concatenate([t.time, t_coll], axis=1)
+    total = time @ count
+    stage = np.concatenate([ops.stage, np.array(
+        ["decode" if "decode" in str(nm) or meta["phase"] == "decode" else "prefill"
+         for nm in coll.name], dtype=object)])
+    t_decode = time[:, stage == "decode"] @ count[stage == "decode"]
+
+    level_names = np.array(db.level_names, dtype=object)
+    bound = np.where(t.bound == 0, "compute", level_names[np.maximum(t.bound - 1, 0)])
+    bound = np.concatenate([bound, np.full((n, len(coll)), "interconnect", dtype=object)],
+                           axis=1)
+    coll_bytes = np.zeros((n, len(coll), lv))
+    traffic = np.concatenate([t.traffic, coll_bytes], axis=1)
+
+    reasons = np.full(n, "", dtype=object)
+    fit_text = _fit_text(db, weights, kv, workspace, placed.short)
+    reasons = np.where(~placed.feasible, fit_text, reasons)
+    reasons = np.where(t.missing_rate & (reasons == ""),
+                       f"no compute rate for precision {sc.precision} on {db.spec.name}",
+                       reasons)
+    no_link = ~np.all(np.isfinite(t_coll), axis=1)
+    reasons = np.where(no_link & (reasons == ""),
+                       f"{tp * pp if tp * pp > 1 else chips} chips must communicate but "
+                       f"{db.spec.name} has no chip-to-chip links", reasons)
+    feasible = reasons == ""
+
+    b, s_out, s_in = meta["batch"], meta["seq_out"], meta["seq_in"]
+    nan = np.full(n, np.nan)
+    phase = meta["phase"]
+    flops = dp * table.total_flops
+    m = {k: nan for k in METRICS}
+    m["latency_s"] = total / s_out if phase == "decode" else total
+    m["achieved_flop_per_s"] = flops / total
+    if phase == "prefill":
+        m["ttft_s"] = total
+        m["tokens_per_s_per_chip"] = dp * b * s_in / total / chips
+    elif phase in ("decode", "serve"):
+        m["decode_tokens_per_s"] = s_out / (t_decode if phase == "serve" else total)
+        m["output_tokens_per_s"] = dp * b * s_out / total
+        m["tokens_per_s_per_chip"] = m["output_tokens_per_s"] / chips
+    elif phase == "inference":
+        m["samples_per_s"] = dp * b / total
+        m["tokens_per_s_per_chip"] = dp * b * s_in / total / chips
+    return {
+        "ops_name": np.concatenate([ops.name, coll.name]),
+        "feasible": feasible, "reason": reasons, "fit": fit_text, **m,
+        "memory": placed.used, "count": np.broadcast_to(count, (n, len(count))).copy(),
+        "flops": np.broadcast_to(np.concatenate([ops.flops, np.zeros(len(coll))]),
+                                 (n, len(count))).copy(),
+        "bytes": traffic, "time": time, "bound": bound,
+    }
+
+
+def _fit_text(db: DesignBatch, weights: float, kv: float, workspace: float,
+              short: np.ndarray) -> np.ndarray:
+    """Why a placement fails, per design."""
+    from dse import units
+
+    gb = lambda v: units.format_quantity(float(v), units.BYTES)  # noqa: E731
+    room = np.where(db.resident[None, :], db.capacity, 0.0).sum(axis=1)
+    return np.array([
+        f"weights {gb(weights)} + KV cache {gb(kv)} + workspace {gb(workspace)} per chip "
+        f"exceed the {gb(r)} of memory that can hold them ({gb(s)} short)"
+        for r, s in zip(room, short, strict=True)], dtype=object)

@@ -47,7 +47,7 @@ DEQUANT_SLOTS = {"int8": 6.0, "int4": 7.0}
 # Bytes of on-chip buffer per output element of a square GEMM tile held at a level: an fp32
 # accumulator (4 B) plus as much again for the double-buffered operand slabs streamed
 # through it, so a buffer of S bytes holds a T x T tile with T = sqrt(S / 8).
-TILE_BYTES_PER_ELEMENT = 8.0
+TILE_BYTES_PER_ELEMENT = 4.0
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ class DesignBatch:
     vector_peak: dict[str, np.ndarray]  # precision -> [N] FLOP/s
     matrix_fraction: dict[str, np.ndarray]  # precision -> [N] achievable fraction
     tile: tuple[int, int, int] | None  # native tile m, n, k of the matrix engine
+    register_file: float | None  # bytes per unit holding GEMM accumulators
     op_overhead: np.ndarray  # [N] s per operator
     level_names: tuple[str, ...]
     level_kinds: tuple[str, ...]
@@ -225,6 +226,7 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
         spec=spec, n=n, units=units_, clock=clock,
         matrix_peak=matrix_peak, vector_peak=vector_peak, matrix_fraction=matrix_fraction,
         tile=(c.matrix.tile.m, c.matrix.tile.n, c.matrix.tile.k) if c.matrix.tile else None,
+        register_file=c.matrix.register_file,
         op_overhead=get("compute.op_overhead", c.op_overhead or 0.0),
         level_names=tuple(lv.name for lv in spec.memory),
         level_kinds=tuple(lv.kind for lv in spec.memory),

@@ -44,9 +44,9 @@ FALLBACK = {
 # 64, 8/16-bit to 32-bit integer conversions 64, all other conversions 16). One slot costs
 # 2 FLOP at the chip's vector fp32 peak.
 DEQUANT_SLOTS = {"int8": 6.0, "int4": 7.0}
-# Bytes of on-chip buffer per output element of a square GEMM tile held at a level: an fp32
-# accumulator (4 B) plus as much again for the double-buffered operand slabs streamed
-# through it, so a buffer of S bytes holds a T x T tile with T = sqrt(S / 8).
+# Bytes of buffer per output element of a square, output-stationary GEMM tile held at a
+# level: its fp32 accumulator. The operand slabs streamed past it are k_s x T with k_s << T
+# (16-64 elements), so they are neglected: a buffer of S bytes holds T = sqrt(S / 4).
 TILE_BYTES_PER_ELEMENT = 4.0
 
 
@@ -126,15 +126,18 @@ def tile_utilization(shape: np.ndarray, tile: tuple[int, int, int] | None) -> np
 def reread(batch: DesignBatch, shape: np.ndarray, matrix: np.ndarray) -> tuple[np.ndarray,
                                                                              np.ndarray]:
     """[N, I, L] how many times the A operand (M x K, activations) and the B operand (K x N,
-    weights or KV cache) of each GEMM cross level l. Level 0 feeds the engine in its native
-    tile; level l > 0 feeds level l - 1, which holds square output tiles of side
-    T = sqrt(capacity / 8) (per unit for per-unit levels): A is read ceil(N / T) times, B
-    ceil(M / T) times. 1 for operators that are not GEMMs."""
+    weights or KV cache) of each GEMM cross level l. Level 0 feeds the register file (its
+    accumulator tile, else the engine's native tile); level l > 0 feeds level l - 1, which holds square output tiles
+    (per unit for per-unit levels): A is read ceil(N / T) times, B
+    ceil(M / T) times, T = sqrt(capacity / 4). 1 for operators that are not GEMMs."""
     n_, lv = batch.n, batch.levels
     side = np.empty((n_, lv, 2))  # tile side used for A (along N) and for B (along M)
     tile = batch.tile
-    side[:, 0, 0] = tile[1] if tile else np.inf
-    side[:, 0, 1] = tile[0] if tile else np.inf
+    if batch.register_file:
+        side[:, 0, :] = np.sqrt(batch.register_file / TILE_BYTES_PER_ELEMENT)
+    else:
+        side[:, 0, 0] = tile[1] if tile else np.inf
+        side[:, 0, 1] = tile[0] if tile else np.inf
     if lv > 1:
         t = np.sqrt(batch.unit_capacity[:, :-1] / TILE_BYTES_PER_ELEMENT)
         side[:, 1:, 0] = t

@@ -99,7 +99,12 @@ class MatrixEngine(Engine):
     """Matrix engines (tensor cores, MXUs, systolic arrays): GEMMs and attention run here."""
 
     tile: Tile | None = None
-    """Native tile for shape utilization; omitted: no tile quantization is modelled."""
+    """Native tile of the engine (the MMA instruction shape) for shape utilization;
+    omitted: no tile quantization is modelled."""
+    register_file: Bytes | None = None
+    """Register file per compute unit, bytes: it holds the GEMM accumulators, so it sets
+    the reuse of operands read from the innermost memory level (omitted: the native tile
+    sets it)."""
     achievable: Achievable | None = None
     """Achieved fraction of `peak` on large GEMMs, measured on the real chip."""
 

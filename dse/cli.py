@@ -207,6 +207,111 @@ def _render(fmt: TableFormat, document: Any, csv_rows: Callable[[], list[dict[st
         Console(width=max(120, Console().width)).print(table())
 
 
+def _overrides(sets: list[str] | None) -> dict[str, object]:
+    """--set path=value[,value...] options as overrides; several values make several designs."""
+    out: dict[str, object] = {}
+    for item in sets or []:
+        path, sep, value = item.partition("=")
+        if not sep or not path.strip() or not value.strip():
+            raise DseError(f"--set {item}: expected dotted.path=value, e.g. "
+                           "memory.L2.capacity=96MiB")
+        values = [v.strip() for v in value.split(",")]
+        out[path.strip()] = values if len(values) > 1 else values[0]
+    return out
+
+
+@app.command(name="eval")
+@user_errors
+def eval_(
+    hardware: Annotated[str, typer.Argument(help="Shipped chip name or a path.")],
+    workload: Annotated[str, typer.Argument(help="Shipped workload, a path, or gemm:MxNxK.")],
+    scenario: Annotated[str | None, typer.Option(help="Named scenario (default: the first).")]
+    = None,
+    phase: Annotated[str | None, typer.Option(help="gemm, prefill, decode, serve or "
+                                                   "inference.")] = None,
+    batch: Annotated[str | None, typer.Option(help="Sequences per step, or max.")] = None,
+    seq_in: Annotated[int | None, typer.Option("--seq-in", help="Prompt tokens.")] = None,
+    seq_out: Annotated[int | None, typer.Option("--seq-out", help="Generated tokens.")] = None,
+    precision: Annotated[str | None, typer.Option(help="fp32, bf16, fp16, fp8, int8, w8a16, "
+                                                       "w4a16.")] = None,
+    chips: Annotated[int, typer.Option(help="Chips in the system.")] = 1,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
+    pp: Annotated[int, typer.Option(help="Pipeline-parallel degree.")] = 1,
+    sets: Annotated[list[str] | None, typer.Option(
+        "--set", help="Override a hardware field: dotted.path=value (with units); "
+                      "comma-separated values evaluate several designs.")] = None,
+    fmt: Annotated[TableFormat, typer.Option("--format", "-f")] = TableFormat.table,
+    top: Annotated[int, typer.Option(help="Operators shown in the table view.")] = 15,
+) -> None:
+    """Evaluate a workload scenario on a design: latency, throughput, memory per level, and
+    every operator with the resource that bounds it."""
+    from dse.report.eval_view import eval_document, eval_tables
+
+    b: int | str | None = batch
+    if batch is not None and batch != "max":
+        try:
+            b = int(batch)
+        except ValueError:
+            raise DseError(f"--batch: expected a whole number or max, found '{batch}'") from None
+    res = dse.evaluate(dse.load_hardware(hardware), dse.load_workload(workload), scenario,
+                       phase=phase, batch=b, seq_in=seq_in, seq_out=seq_out,
+                       precision=precision, chips=chips, tp=tp, pp=pp,
+                       overrides=_overrides(sets))
+    if res.n > 1:  # several designs: one row each
+        frame = res.to_frame()
+        docs = [eval_document(res, i) for i in range(res.n)]
+        _render(fmt, docs, lambda: frame.to_dict("records"), lambda: _frame_table(frame))
+        return
+    doc = eval_document(res)
+    capacity = dict(zip(res.level_names, res.batch.capacity[0], strict=True))
+    _render(fmt, doc, lambda: [{**{k: v for k, v in r.items() if k != "bytes"},
+                                **{f"bytes_{lv}": v for lv, v in r["bytes"].items()}}
+                               for r in doc["ops"]],
+            lambda: eval_tables(doc, capacity, top))
+
+
+def _frame_table(frame: Any) -> Any:
+    from rich.table import Table
+
+    table = Table()
+    for col in frame.columns:
+        table.add_column(str(col), justify="right")
+    for row in frame.itertuples(index=False):
+        table.add_row(*(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row))
+    return table
+
+
+@app.command()
+@user_errors
+def validate(
+    measurements: Annotated[Path | None, typer.Option(
+        help="Measurement CSV (default: the shipped copy of shared/validation).")] = None,
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="table or json.")]
+    = Format.table,
+    plot: Annotated[Path | None, typer.Option(help="Write predicted vs measured (log axes, "
+                                                   "+-20% band) to this image file.")] = None,
+) -> None:
+    """Run every measured case through the model: predicted vs measured, relative error per
+    row, and median / p90 / max of |error| per phase. Exit 0 whatever the errors."""
+    from dse import validate as val
+    from dse.report import validation_view as view
+
+    if fmt is Format.yaml:
+        raise DseError("--format: expected table or json")
+    rows = val.run(measurements)
+    doc = view.validation_document(rows, val.summary(rows))
+    if plot is not None:
+        view.draw(view.plot_data(rows), plot)
+    if fmt is Format.json:
+        typer.echo(json.dumps(doc, indent=2))
+    else:
+        from rich.console import Console
+
+        Console(width=max(160, Console().width)).print(view.validation_tables(doc))
+        if plot is not None:
+            typer.echo(f"plot written to {plot}")
+
+
 @app.command(name="list")
 @user_errors
 def list_specs(
@@ -215,8 +320,9 @@ def list_specs(
     """List the shipped specs of a kind."""
     from dse.spec.load import LIBRARY_FOLDERS, library_names
 
-    if kind not in LIBRARY_FOLDERS:
-        raise DseError(f"unknown kind '{kind}'; expected one of: {', '.join(LIBRARY_FOLDERS)}")
+    kinds = [k for k in LIBRARY_FOLDERS if k != "validation"]
+    if kind not in kinds:
+        raise DseError(f"unknown kind '{kind}'; expected one of: {', '.join(kinds)}")
     for name in library_names(kind):
         typer.echo(name)
 

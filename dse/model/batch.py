@@ -34,7 +34,8 @@ _SCALARS = {
 }
 _ENGINE = re.compile(r"^compute\.(matrix|vector)\.(peak|peak_per_unit)\.([a-z0-9]+)$")
 _FRACTION = re.compile(r"^compute\.matrix\.achievable\.per_precision\.([a-z0-9]+)$")
-_LEVEL = re.compile(r"^memory(?:\.([^.\[\]]+)|\[(\d+)\])\.(capacity|bandwidth|achievable\.fraction)$")
+_LEVEL = re.compile(
+    r"^memory(?:\.([^.\[\]]+)|\[(\d+)\])\.(capacity|bandwidth|achievable\.fraction)$")
 _LEVEL_KIND = {"capacity": units.BYTES, "bandwidth": units.BANDWIDTH,
                "achievable.fraction": None}
 _INTEGER = ("compute.units", "interconnect.links")

@@ -24,7 +24,7 @@ import numpy as np
 from dse.errors import DseError
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.parallel import FUSIONS, chip_ops, collective_times
-from dse.model.performance import A, G, ChipOps, op_times
+from dse.model.performance import A, ChipOps, G, op_times
 from dse.model.placement import PLACED, cached_level, place
 from dse.spec.hardware import HardwareSpec
 from dse.spec.workload import Scenario, WorkloadSpec
@@ -148,7 +148,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
             for key, val in res.items():
                 if key == "ops_name":
                     continue
-                out[key] = np.zeros((n,) + val.shape[1:], dtype=val.dtype)
+                out[key] = np.zeros((n, *val.shape[1:]), dtype=val.dtype)
                 if val.dtype.kind == "f":
                     out[key][:] = np.nan
         for key, val in res.items():
@@ -261,6 +261,7 @@ def _evaluate_group(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, tp: int, pp
 
     level_names = np.array(db.level_names, dtype=object)
     bound = np.where(t.bound == 0, "compute", level_names[np.maximum(t.bound - 1, 0)])
+    bound = np.where(t.bound < 0, "overhead", bound)
     bound = np.concatenate([bound, np.full((n, len(coll)), "interconnect", dtype=object)],
                            axis=1)
     coll_bytes = np.zeros((n, len(coll), lv))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.model.batch import DesignBatch
-from dse.model.performance import A, KV, W, ChipOps
+from dse.model.performance import KV, A, ChipOps, W
 from dse.workloads.optable import OpTable
 
 # Fusion of the flash-attention kernel (Dao et al. 2022), used by every production

@@ -13,8 +13,8 @@ For operator i on design n:
   traffic of every tensor stored at l or beyond, plus the re-reads a tiled GEMM makes when
   the level inside l cannot hold its operands (`reread`);
 - bandwidth = the level's peak x its achieved fraction (a measured property of the chip).
-The argmax of the terms is the operator's bound. Everything is [N designs] x [I operators]
-x [L levels] array arithmetic; no I/O.
+The largest term is the operator's bound ("overhead" when the fixed cost exceeds them
+all). Everything is [N designs] x [I operators] x [L levels] array arithmetic; no I/O.
 """
 
 from __future__ import annotations
@@ -79,7 +79,8 @@ class OpTimes:
     time: np.ndarray  # [N, I] s per instance
     compute: np.ndarray  # [N, I] s
     traffic: np.ndarray  # [N, I, L] bytes per instance
-    bound: np.ndarray  # [N, I] int: 0 compute, 1 + l for memory level l
+    bound: np.ndarray  # [N, I] int: 0 compute, 1 + l for memory level l, -1 the fixed
+    # per-operator overhead (when it exceeds every roofline term)
     missing_rate: np.ndarray  # [N] bool: some operator's precision has no rate
 
 
@@ -126,10 +127,10 @@ def tile_utilization(shape: np.ndarray, tile: tuple[int, int, int] | None) -> np
 def reread(batch: DesignBatch, shape: np.ndarray, matrix: np.ndarray) -> tuple[np.ndarray,
                                                                              np.ndarray]:
     """[N, I, L] how many times the A operand (M x K, activations) and the B operand (K x N,
-    weights or KV cache) of each GEMM cross level l. Level 0 feeds the register file (its
-    accumulator tile, else the engine's native tile); level l > 0 feeds level l - 1, which holds square output tiles
-    (per unit for per-unit levels): A is read ceil(N / T) times, B
-    ceil(M / T) times, T = sqrt(capacity / 4). 1 for operators that are not GEMMs."""
+    weights or KV cache) of each GEMM cross level l. The buffer inside level l holds square
+    output tiles of side T (T = sqrt(capacity / 4); per unit for per-unit levels; for
+    level 0 the register file, else the engine's native tile), so A is read ceil(N / T)
+    times and B ceil(M / T) times. 1 for operators that are not GEMMs."""
     n_, lv = batch.n, batch.levels
     side = np.empty((n_, lv, 2))  # tile side used for A (along N) and for B (along M)
     tile = batch.tile
@@ -194,7 +195,9 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     with np.errstate(divide="ignore", invalid="ignore"):
         mem = np.where(traffic > 0, traffic / batch.bandwidth[:, None, :], 0.0)
     terms = np.concatenate([compute[:, :, None], mem], axis=2)
-    bound = np.argmax(terms, axis=2)
-    time = terms.max(axis=2) + ops.launches[None, :] * batch.op_overhead[:, None]
+    roof = terms.max(axis=2)
+    overhead = ops.launches[None, :] * batch.op_overhead[:, None]
+    bound = np.where(overhead > roof, -1, np.argmax(terms, axis=2))
+    time = roof + overhead
     return OpTimes(time=time, compute=compute, traffic=traffic, bound=bound,
                    missing_rate=missing)

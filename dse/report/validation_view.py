@@ -81,6 +81,8 @@ def draw(data: dict[str, Any], path: Path) -> None:
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())
+        ax.yaxis.set_minor_formatter(plt.NullFormatter())
         ax.set_title(phase)
         ax.set_xlabel("measured")
         ax.set_ylabel("predicted")

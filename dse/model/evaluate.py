@@ -5,12 +5,13 @@ Phases and what they report (T: time of one step of one data-parallel replica):
 - gemm: achieved_flop_per_s = FLOPs / T;
 - prefill: ttft_s = T (the whole prompt of every sequence, and the first token);
 - decode: T covers seq_out tokens of `batch` sequences over a KV cache growing from seq_in;
-  decode_tokens_per_s = seq_out / T (one sequence), output_tokens_per_s = dp x batch x that;
+  decode_tokens_per_s = seq_out / T (one sequence), output_tokens_per_s = batch x that
+  (a batch that does not divide among the replicas counts only its own sequences);
 - serve: continuous batching in steady state: `batch` sequences in flight (or, with `max`,
   the most whose KV cache at the average context seq_in + (seq_out + 1) / 2 fits beside the
   weights, as a paged KV cache allows); each is prefilled once and decoded seq_out times:
-  output_tokens_per_s = dp x batch x seq_out / T;
-- inference (encoders): samples_per_s = dp x batch / T.
+  output_tokens_per_s = batch x seq_out / T (batch max: dp x the per-replica maximum);
+- inference (encoders): samples_per_s = batch / T.
 No I/O; a design that cannot run the scenario gets feasible = False and a reason.
 """
 
@@ -141,7 +142,8 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     for b in np.unique(seqs[seqs >= 1]):
         idx = np.flatnonzero(seqs == b)
         sub = _subset(db, idx)
-        res = _evaluate_group(sub, wl, sc.model_copy(update={"batch": int(b)}), tp, pp, dp,
+        total = dp * b if sc.batch == "max" else float(sc.batch)
+        res = _evaluate_group(sub, wl, sc.model_copy(update={"batch": int(b)}), tp, pp, total,
                               chips, fusion, in_sequence)
         if j_names is None:
             j_names = res["ops_name"]
@@ -156,7 +158,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
                 out[key][idx] = val
     if j_names is None:  # nothing fits even one sequence anywhere
         res = _evaluate_group(_subset(db, np.arange(n)), wl, sc.model_copy(update={"batch": 1}),
-                              tp, pp, dp, chips, fusion, in_sequence)
+                              tp, pp, float(dp), chips, fusion, in_sequence)
         j_names, out = res.pop("ops_name"), res
     none_fit = seqs < 1
     reason = out["reason"].astype(object)
@@ -209,7 +211,9 @@ def _workspace(ops: ChipOps) -> float:
 
 
 def _evaluate_group(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, tp: int, pp: int,
-                    dp: int, chips: int, fusion: str, in_sequence: bool) -> dict:
+                    sequences: float, chips: int, fusion: str, in_sequence: bool) -> dict:
+    """One group of designs that run the same per-replica batch. `sequences`: sequences of
+    the whole system (every replica runs sc.batch of them, the last possibly fewer)."""
     table = lower(wl, sc)
     meta = table.meta
     ops, coll = chip_ops(table, tp, pp, fusion, stages_in_sequence=in_sequence)
@@ -254,9 +258,7 @@ def _evaluate_group(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, tp: int, pp
     count = np.concatenate([ops.count, coll.count])
     time = np.concatenate([t.time, t_coll], axis=1)
     total = time @ count
-    stage = np.concatenate([ops.stage, np.array(
-        ["decode" if "decode" in str(nm) or meta["phase"] == "decode" else "prefill"
-         for nm in coll.name], dtype=object)])
+    stage = np.concatenate([ops.stage, coll.stage])
     t_decode = time[:, stage == "decode"] @ count[stage == "decode"]
 
     level_names = np.array(db.level_names, dtype=object)
@@ -279,23 +281,23 @@ def _evaluate_group(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, tp: int, pp
                        f"{db.spec.name} has no chip-to-chip links", reasons)
     feasible = reasons == ""
 
-    b, s_out, s_in = meta["batch"], meta["seq_out"], meta["seq_in"]
+    s_out, s_in = meta["seq_out"], meta["seq_in"]
     nan = np.full(n, np.nan)
     phase = meta["phase"]
-    flops = dp * table.total_flops
+    flops = sequences / meta["batch"] * table.total_flops
     m = {k: nan for k in METRICS}
     m["latency_s"] = total / s_out if phase == "decode" else total
     m["achieved_flop_per_s"] = flops / total
     if phase == "prefill":
         m["ttft_s"] = total
-        m["tokens_per_s_per_chip"] = dp * b * s_in / total / chips
+        m["tokens_per_s_per_chip"] = sequences * s_in / total / chips
     elif phase in ("decode", "serve"):
         m["decode_tokens_per_s"] = s_out / (t_decode if phase == "serve" else total)
-        m["output_tokens_per_s"] = dp * b * s_out / total
+        m["output_tokens_per_s"] = sequences * s_out / total
         m["tokens_per_s_per_chip"] = m["output_tokens_per_s"] / chips
     elif phase == "inference":
-        m["samples_per_s"] = dp * b / total
-        m["tokens_per_s_per_chip"] = dp * b * s_in / total / chips
+        m["samples_per_s"] = sequences / total
+        m["tokens_per_s_per_chip"] = sequences * s_in / total / chips
     return {
         "ops_name": np.concatenate([ops.name, coll.name]),
         "feasible": feasible, "reason": reasons, "fit": fit_text, **m,

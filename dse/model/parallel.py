@@ -38,11 +38,13 @@ FUSIONS = ("flash", "none")
 
 @dataclass(frozen=True)
 class Collectives:
-    """Communication steps, [J] arrays: kind (all_reduce, all_gather, send), group size,
-    bytes per instance (the full tensor), repeat count."""
+    """Communication steps, [J] arrays: kind (all_reduce, all_gather, send), stage (prefill,
+    decode ... as the operators'), group size, bytes per instance (the full tensor), repeat
+    count."""
 
     name: np.ndarray
     kind: np.ndarray
+    stage: np.ndarray
     group: np.ndarray
     nbytes: np.ndarray
     count: np.ndarray
@@ -93,12 +95,13 @@ def chip_ops(table: OpTable, tp: int, pp: int, fusion: str = "flash",
                   wdtype=table.wdtype, count=count, flops=table.flops / div,
                   read=read, written=written, onchip=onchip, shape=shape, launches=launches)
 
-    names, kinds, groups, sizes, counts = [], [], [], [], []
+    names, kinds, stages, groups, sizes, counts = [], [], [], [], [], []
     if tp > 1:
         for i in np.flatnonzero(np.isin(split, ["row", "vocab"])):
             reduce = split[i] == "row"
             names.append(f"{table.name[i]}.{'all_reduce' if reduce else 'all_gather'}")
             kinds.append("all_reduce" if reduce else "all_gather")
+            stages.append(table.stage[i])
             groups.append(tp)
             sizes.append(table.written[i, A])
             counts.append(table.count[i])
@@ -106,19 +109,24 @@ def chip_ops(table: OpTable, tp: int, pp: int, fusion: str = "flash",
         meta = table.meta
         passes = meta["seq_out"] if meta["phase"] == "decode" else 1.0
         tokens = meta["batch"] * (1.0 if meta["phase"] == "decode" else max(meta["seq_in"], 1))
+        stage = {"decode": "decode", "serve": "decode", "prefill": "prefill"}.get(
+            meta["phase"], meta["phase"])
         if meta["phase"] == "serve":  # one prefill pass plus seq_out decode passes
             names.append("stage_send.prefill")
             kinds.append("send")
+            stages.append("prefill")
             groups.append(2)
             sizes.append(meta["batch"] * meta["seq_in"] * meta["hidden_bytes_per_token"])
             counts.append((pp - 1) if stages_in_sequence else 1.0)
             passes, tokens = meta["seq_out"], meta["batch"]
         names.append("stage_send")
         kinds.append("send")
+        stages.append(stage)
         groups.append(2)
         sizes.append(tokens * meta["hidden_bytes_per_token"])
         counts.append(passes * ((pp - 1) if stages_in_sequence else 1.0))
     coll = Collectives(name=np.array(names, dtype=object), kind=np.array(kinds, dtype=object),
+                       stage=np.array(stages, dtype=object),
                        group=np.array(groups, dtype=float), nbytes=np.array(sizes, dtype=float),
                        count=np.array(counts, dtype=float))
     return ops, coll

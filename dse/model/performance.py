@@ -145,8 +145,8 @@ def reread(batch: DesignBatch, shape: np.ndarray, matrix: np.ndarray) -> tuple[n
         side[:, 1:, 1] = t
     m_dim = np.maximum(shape[:, 0], 1.0)[None, :, None]
     n_dim = np.maximum(shape[:, 1], 1.0)[None, :, None]
-    ra = np.ceil(n_dim / side[:, None, :, 0])
-    rb = np.ceil(m_dim / side[:, None, :, 1])
+    ra = np.maximum(np.ceil(n_dim / side[:, None, :, 0]), 1.0)
+    rb = np.maximum(np.ceil(m_dim / side[:, None, :, 1]), 1.0)
     mask = matrix[None, :, None]
     return np.where(mask, ra, 1.0), np.where(mask, rb, 1.0)
 
@@ -163,7 +163,11 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     is_matrix = ops.is_matrix
     m_rate, v_rate = rates(batch, ops.dtype)
     util = tile_utilization(ops.shape, batch.tile)
-    matrix_rate = np.maximum(m_rate * util[None, :], v_rate)
+    # A small GEMM runs on whichever engine is faster: the under-used array or the vector
+    # units. A chip without vector units has only the array (its vector work runs there).
+    matrix_rate = m_rate * util[None, :]
+    if batch.vector_peak:
+        matrix_rate = np.maximum(matrix_rate, v_rate)
     fp32_vector = _rate(batch.vector_peak, "fp32", n_)
     fp32_vector = np.where(np.isnan(fp32_vector), v_rate.min(axis=1) if v_rate.size
                            else np.nan, fp32_vector)

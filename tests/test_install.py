@@ -46,4 +46,5 @@ def test_wheel_ships_the_spec_library(tmp_path):
         assert shipped
         for name in shipped:
             assert f"dse/_data/{folder}/{name}" in names
+    assert "dse/_data/validation/measurements.csv" in names  # dse validate's default
     assert "dse/cli.py" in names

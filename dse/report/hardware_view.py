@@ -58,13 +58,18 @@ def hardware_tables(spec: HardwareSpec) -> Group:
     clock = f" at {_q(c.clock, units.FREQUENCY)}" if c.clock else ""
     tile = f"; matrix tile {c.matrix.tile.m}x{c.matrix.tile.n}x{c.matrix.tile.k}" \
         if c.matrix.tile else ""
-    compute.caption = f"{c.units} {c.unit_name}{'s' if c.units != 1 else ''}{clock}{tile}"
+    regs = f"; {_q(c.matrix.register_file, units.BYTES)} registers per {c.unit_name}" \
+        if c.matrix.register_file else ""
+    overhead = f"; {_q(c.op_overhead, units.TIME)} per operator" if c.op_overhead \
+        else "; no per-operator overhead given"
+    compute.caption = (f"{c.units} {c.unit_name}{'s' if c.units != 1 else ''}{clock}{tile}"
+                       f"{regs}{overhead}")
     compute.caption_justify = "left"
 
     memory = Table(title="Memory hierarchy (innermost first, chip totals)", title_justify="left")
-    for col in ("level", "kind", "capacity", "bandwidth", "latency", "detail"):
-        memory.add_column(col, justify="right" if col in ("capacity", "bandwidth", "latency")
-                          else "left")
+    for col in ("level", "kind", "capacity", "bandwidth", "achieved", "latency", "detail"):
+        memory.add_column(col, justify="right" if col in ("capacity", "bandwidth", "achieved",
+                                                          "latency") else "left")
     for level, dl in zip(spec.memory, d["levels"], strict=True):
         detail = []
         if level.scope == "per_unit":
@@ -75,8 +80,11 @@ def hardware_tables(spec: HardwareSpec) -> Group:
             detail.append(f"{level.stacks} stacks")
         if level.channels:
             detail.append(f"{level.channels} channels")
+        if level.holds_resident:
+            detail.append("holds weights/KV")
         memory.add_row(level.name, level.kind, _q(dl["capacity_bytes"], units.BYTES),
                        _q(dl["bandwidth_bytes_per_s"], units.BANDWIDTH),
+                       f"{level.achievable.fraction:.3f}" if level.achievable else "-",
                        _q(level.latency, units.TIME), ", ".join(detail))
 
     ridge = Table(title="Ridge points (FLOP per byte at which compute and the level balance)",
@@ -97,7 +105,12 @@ def hardware_tables(spec: HardwareSpec) -> Group:
                          f"{_q(ic.link_bandwidth, units.BANDWIDTH)} = "
                          f"{_q(ic.chip_bandwidth, units.BANDWIDTH)} per direction, "
                          f"{ic.topology}, {ic.chips_per_node} chips per node"
-                         + (f", latency {_q(ic.latency, units.TIME)}" if ic.latency else ""))
+                         + (f", latency {_q(ic.latency, units.TIME)} per hop" if ic.latency
+                            else "")
+                         + (f", {_q(ic.collective_overhead, units.TIME)} per collective"
+                            if ic.collective_overhead else "")
+                         + (f", achieved fraction {ic.achievable.fraction:.2f}"
+                            if ic.achievable else ""))
         if ic.scale_out_bandwidth:
             lines.append(f"scale-out: {_q(ic.scale_out_bandwidth, units.BANDWIDTH)} per chip "
                          "per direction")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +56,6 @@ class Row:
     skipped: str | None = None
     note: str | None = None
     bound: str | None = None
-    extra: dict = field(default_factory=dict)
 
     def record(self) -> dict:
         out = {"id": self.id, "phase": self.phase, "metric": self.metric,

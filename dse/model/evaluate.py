@@ -18,7 +18,7 @@ No I/O; a design that cannot run the scenario gets feasible = False and a reason
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -59,8 +59,7 @@ class Evaluation:
     ops_flops: np.ndarray  # [N, J] FLOPs per instance per chip
     ops_bytes: np.ndarray  # [N, J, L] bytes per instance per chip at each level
     ops_time: np.ndarray  # [N, J] s per instance
-    ops_bound: np.ndarray  # [N, J] str: compute, a level name or interconnect
-    extra: dict = field(default_factory=dict)
+    ops_bound: np.ndarray  # [N, J] str: compute, a level name, interconnect or overhead
 
     @property
     def n(self) -> int:
@@ -137,37 +136,30 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     else:
         seqs = np.full(n, float(math.ceil(sc.batch / dp)))
 
-    j_names = None
+    # Designs that run the same per-replica batch are evaluated together. A design where not
+    # even one sequence fits runs at batch 1, where its placement fails and says why.
+    none_fit = seqs < 1
+    run_seqs = np.maximum(seqs, 1.0)
     out: dict[str, np.ndarray] = {}
-    for b in np.unique(seqs[seqs >= 1]):
-        idx = np.flatnonzero(seqs == b)
-        sub = _subset(db, idx)
+    for b in np.unique(run_seqs):
+        idx = np.flatnonzero(run_seqs == b)
         total = dp * b if sc.batch == "max" else float(sc.batch)
-        res = _evaluate_group(sub, wl, sc.model_copy(update={"batch": int(b)}), tp, pp, total,
-                              chips, fusion, in_sequence)
-        if j_names is None:
+        res = _evaluate_group(_subset(db, idx), wl, sc.model_copy(update={"batch": int(b)}),
+                              tp, pp, total, chips, fusion, in_sequence)
+        if not out:
+            out = {key: np.empty((n, *val.shape[1:]), dtype=val.dtype)
+                   for key, val in res.items() if key != "ops_name"}
             j_names = res["ops_name"]
-            for key, val in res.items():
-                if key == "ops_name":
-                    continue
-                out[key] = np.zeros((n, *val.shape[1:]), dtype=val.dtype)
-                if val.dtype.kind == "f":
-                    out[key][:] = np.nan
         for key, val in res.items():
             if key != "ops_name":
                 out[key][idx] = val
-    if j_names is None:  # nothing fits even one sequence anywhere
-        res = _evaluate_group(_subset(db, np.arange(n)), wl, sc.model_copy(update={"batch": 1}),
-                              tp, pp, float(dp), chips, fusion, in_sequence)
-        j_names, out = res.pop("ops_name"), res
-    none_fit = seqs < 1
     reason = out["reason"].astype(object)
-    reason[none_fit] = "not even one sequence fits: " + out["fit"][none_fit].astype(object)
+    reason[none_fit] = "not even one sequence fits: " + reason[none_fit]
     feasible = out["feasible"] & ~none_fit
     metrics = {m: np.where(feasible, out[m], np.nan) for m in METRICS}
     return Evaluation(
-        hardware=db.spec.name, workload=wl.name, scenario=sc.model_copy(
-            update={"batch": sc.batch}), chips=chips, tp=tp, pp=pp, batch=db,
+        hardware=db.spec.name, workload=wl.name, scenario=sc, chips=chips, tp=tp, pp=pp,
+        batch=db,
         feasible=feasible, reason=np.where(feasible, "", reason).astype(object),
         sequences=np.where(none_fit, 0.0, seqs), metrics=metrics,
         memory_bytes=out["memory"], level_names=db.level_names, ops_name=j_names,
@@ -300,7 +292,7 @@ def _evaluate_group(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, tp: int, pp
         m["tokens_per_s_per_chip"] = sequences * s_in / total / chips
     return {
         "ops_name": np.concatenate([ops.name, coll.name]),
-        "feasible": feasible, "reason": reasons, "fit": fit_text, **m,
+        "feasible": feasible, "reason": reasons, **m,
         "memory": placed.used, "count": np.broadcast_to(count, (n, len(count))).copy(),
         "flops": np.broadcast_to(np.concatenate([ops.flops, np.zeros(len(coll))]),
                                  (n, len(count))).copy(),
@@ -310,12 +302,15 @@ def _evaluate_group(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, tp: int, pp
 
 def _fit_text(db: DesignBatch, weights: float, kv: float, workspace: float,
               short: np.ndarray) -> np.ndarray:
-    """Why a placement fails, per design."""
+    """Why a placement fails, per design ("" where it does not): text only for the designs
+    that need it, so a large batch of feasible designs builds no strings."""
     from dse import units
 
     gb = lambda v: units.format_quantity(float(v), units.BYTES)  # noqa: E731
     room = np.where(db.resident[None, :], db.capacity, 0.0).sum(axis=1)
-    return np.array([
-        f"weights {gb(weights)} + KV cache {gb(kv)} + workspace {gb(workspace)} per chip "
-        f"exceed the {gb(r)} of memory that can hold them ({gb(s)} short)"
-        for r, s in zip(room, short, strict=True)], dtype=object)
+    out = np.full(db.n, "", dtype=object)
+    for i in np.flatnonzero(short > 0):
+        out[i] = (f"weights {gb(weights)} + KV cache {gb(kv)} + workspace {gb(workspace)} per "
+                  f"chip exceed the {gb(room[i])} of memory that can hold them "
+                  f"({gb(short[i])} short)")
+    return out

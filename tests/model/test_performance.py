@@ -528,3 +528,16 @@ def test_throughput_counts_only_the_sequences_of_the_scenario():
                       precision="bf16", chips=2)
     tokens_per_step = ev.metrics["output_tokens_per_s"][0] * ev.metrics["latency_s"][0]
     assert tokens_per_step == pytest.approx(3.0, rel=1e-12)
+
+
+def test_batch_max_where_some_designs_hold_no_sequence():
+    """A design that cannot hold even one sequence beside the weights is infeasible with the
+    placement's reason, while the others in the same call get their own batch."""
+    res = dse.evaluate(dse.load_hardware("h100-sxm"), dse.load_workload("llama3-8b"),
+                       "serve-128-2048",
+                       overrides={"memory.HBM3.capacity": np.array([8e9, 9e9, 80e9])})
+    assert res.feasible.tolist() == [False, True, True]
+    assert res.reason[0].startswith("not even one sequence fits: weights")
+    assert "short" in res.reason[0]
+    assert res.sequences[0] == 0 and 0 < res.sequences[1] < res.sequences[2]
+    assert np.isnan(res.metrics["output_tokens_per_s"][0])

@@ -77,8 +77,10 @@ class DesignBatch:
     def levels(self) -> int:
         return len(self.level_names)
 
-    def level_index(self, kind: tuple[str, ...]) -> list[int]:
-        return [i for i, k in enumerate(self.level_kinds) if k in kind]
+    @property
+    def resident_capacity(self) -> np.ndarray:
+        """[N, L] bytes each level can hold across steps (0 for caches and scratch)."""
+        return np.where(self.resident[None, :], self.capacity, 0.0)
 
 
 def _value(path: str, value: object, kind: units.Kind | None, clock: float | None) -> np.ndarray:

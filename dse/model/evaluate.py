@@ -130,9 +130,9 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     # Sequences per replica, per design.
     if sc.batch == "max":
         per_seq, fixed = _per_sequence_bytes(wl, sc, tp, pp, fusion)
-        free = np.where(db.resident[None, :], db.capacity, 0.0).sum(axis=1) - fixed
-        seqs = np.floor(np.maximum(free, 0.0) / per_seq) if per_seq > 0 else np.full(n, np.nan)
         _reject(per_seq <= 0, f"{wl.name}: batch max needs per-sequence memory to size")
+        free = db.resident_capacity.sum(axis=1) - fixed
+        seqs = np.floor(np.maximum(free, 0.0) / per_seq)
     else:
         seqs = np.full(n, float(math.ceil(sc.batch / dp)))
 
@@ -196,9 +196,14 @@ def _per_sequence_bytes(wl: WorkloadSpec, sc: Scenario, tp: int, pp: int,
     return per_seq, meta["weight_bytes"] / (tp * pp)
 
 
+def _activation_bytes(ops: ChipOps) -> np.ndarray:
+    """[I] activation working set of each operator instance (inputs + outputs), bytes."""
+    return ops.read[:, A] + ops.written[:, A] + ops.read[:, G] + ops.written[:, G]
+
+
 def _workspace(ops: ChipOps) -> float:
-    """Largest activation working set of one operator instance (inputs + outputs), bytes."""
-    ws = ops.read[:, A] + ops.written[:, A] + ops.read[:, G] + ops.written[:, G]
+    """Largest activation working set of one operator instance, bytes."""
+    ws = _activation_bytes(ops)
     return float(ws.max()) if len(ws) else 0.0
 
 
@@ -233,7 +238,7 @@ def _evaluate_group(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, tp: int, pp
 
     # Activations: the innermost chip-wide on-chip level that holds an operator's inputs
     # and outputs, else the first resident level (DRAM, or the SRAM of an SRAM-only chip).
-    ws = ops.read[:, A] + ops.written[:, A] + ops.read[:, G] + ops.written[:, G]
+    ws = _activation_bytes(ops)
     first_resident = int(np.argmax(db.resident)) if db.resident.any() else lv - 1
     dram = [i for i in range(lv) if db.resident[i] and db.level_kinds[i] in ("dram", "host")]
     fallback = dram[0] if dram else first_resident
@@ -307,7 +312,7 @@ def _fit_text(db: DesignBatch, weights: float, kv: float, workspace: float,
     from dse import units
 
     gb = lambda v: units.format_quantity(float(v), units.BYTES)  # noqa: E731
-    room = np.where(db.resident[None, :], db.capacity, 0.0).sum(axis=1)
+    room = db.resident_capacity.sum(axis=1)
     out = np.full(db.n, "", dtype=object)
     for i in np.flatnonzero(short > 0):
         out[i] = (f"weights {gb(weights)} + KV cache {gb(kv)} + workspace {gb(workspace)} per "

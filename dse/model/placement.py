@@ -41,7 +41,7 @@ class Placement:
 def place(batch: DesignBatch, sizes: dict[str, np.ndarray | float]) -> Placement:
     """Place `sizes` (bytes per chip per class; scalars or [N]) into the resident levels."""
     n, lv = batch.n, batch.levels
-    free = np.where(batch.resident[None, :], batch.capacity, 0.0).copy()
+    free = batch.resident_capacity.copy()
     fraction = np.zeros((n, len(PLACED), lv))
     short = np.zeros(n)
     for p, cls in enumerate(PLACED):
@@ -53,7 +53,7 @@ def place(batch: DesignBatch, sizes: dict[str, np.ndarray | float]) -> Placement
             remaining = remaining - take
             fraction[:, p, level] = np.divide(take, need, out=np.zeros(n), where=need > 0)
         short += remaining
-    used = np.where(batch.resident[None, :], batch.capacity, 0.0) - free
+    used = batch.resident_capacity - free
     return Placement(fraction=fraction, used=used, short=short)
 
 

@@ -3,7 +3,8 @@
 Every quantity in a YAML file is a string such as "3.35 TB/s", "80 GiB", "989 TFLOPS",
 "814 mm2" or "1.98 GHz". It is converted once, at load time, to a float in the internal
 unit of its kind: bytes, FLOP (or OP), seconds, hertz, watts, joules, and mm^2 for area
-(the one non-SI internal unit, used consistently as `*_mm2` everywhere).
+(the one non-SI internal unit, used consistently as `*_mm2` everywhere) and mm for the
+length of die edge that off-chip interfaces need.
 
 Prefixes: decimal k M G T P E are powers of 10 (and m u n p for time, length, power,
 energy); binary Ki Mi Gi Ti Pi are powers of 2 and apply to bytes and bits only.
@@ -62,6 +63,7 @@ FLOP_RATE = Kind("compute rate", _dim(op=1, s=-1), "989 TFLOPS", "FLOP/s")
 TIME = Kind("time", _dim(s=1), "2 us", "s", prefixes="small")
 FREQUENCY = Kind("frequency", _dim(s=-1), "1.98 GHz", "Hz")
 AREA = Kind("area", _dim(m=2), "814 mm2", "mm2", scale=1e6, prefixes="none")
+LENGTH = Kind("length", _dim(m=1), "6.5 mm", "mm", scale=1e3, prefixes="none")
 POWER = Kind("power", _dim(J=1, s=-1), "700 W", "W")
 ENERGY = Kind("energy", _dim(J=1), "0.5 pJ", "J", prefixes="small")
 ENERGY_PER_OP = Kind("energy per operation", _dim(J=1, op=-1), "0.3 pJ/FLOP", "J/FLOP",
@@ -74,8 +76,8 @@ AREA_PER_BYTE = Kind("area per capacity", _dim(m=2, B=-1), "0.5 mm2/MiB", "mm2/B
 AREA_PER_RATE = Kind("area per compute rate", _dim(m=2, op=-1, s=1), "0.4 mm2/TFLOPS",
                      "mm2/(FLOP/s)", scale=1e6, prefixes="none")
 OPS_PER_CYCLE = Kind("rate per cycle", _dim(op=1, cycle=-1), "4096 FLOP/cycle", "FLOP/cycle")
-KINDS = (OPS_PER_CYCLE, BYTES, BANDWIDTH, FLOP_RATE, TIME, FREQUENCY, AREA, POWER, ENERGY,
-         ENERGY_PER_OP, ENERGY_PER_BYTE, POWER_DENSITY, AREA_PER_BYTE, AREA_PER_RATE)
+KINDS = (OPS_PER_CYCLE, BYTES, BANDWIDTH, FLOP_RATE, TIME, FREQUENCY, AREA, LENGTH, POWER,
+         ENERGY, ENERGY_PER_OP, ENERGY_PER_BYTE, POWER_DENSITY, AREA_PER_BYTE, AREA_PER_RATE)
 
 _DECIMAL_UP = {"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 _DECIMAL_DOWN = {"m": 1e-3, "u": 1e-6, "\u00b5": 1e-6, "\u03bc": 1e-6, "n": 1e-9, "p": 1e-12}

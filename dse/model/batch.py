@@ -16,7 +16,7 @@ import numpy as np
 
 from dse import units
 from dse.errors import DseError
-from dse.spec.hardware import PRECISIONS, HardwareSpec
+from dse.spec.hardware import CHANNEL_INTERFACES, HBM_INTERFACES, PRECISIONS, HardwareSpec
 
 # Scalar fields that can be overridden, with the unit kind used to read string values.
 _SCALARS = {
@@ -35,10 +35,12 @@ _SCALARS = {
 _ENGINE = re.compile(r"^compute\.(matrix|vector)\.(peak|peak_per_unit)\.([a-z0-9]+)$")
 _FRACTION = re.compile(r"^compute\.matrix\.achievable\.per_precision\.([a-z0-9]+)$")
 _LEVEL = re.compile(
-    r"^memory(?:\.([^.\[\]]+)|\[(\d+)\])\.(capacity|bandwidth|achievable\.fraction)$")
+    r"^memory(?:\.([^.\[\]]+)|\[(\d+)\])\."
+    r"(capacity|bandwidth|achievable\.fraction|stacks|channels)$")
 _LEVEL_KIND = {"capacity": units.BYTES, "bandwidth": units.BANDWIDTH,
-               "achievable.fraction": None}
+               "achievable.fraction": None, "stacks": None, "channels": None}
 _INTEGER = ("compute.units", "interconnect.links")
+_INTEGER_SUFFIX = (".stacks", ".channels")
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,9 @@ class DesignBatch:
     level_kinds: tuple[str, ...]
     resident: np.ndarray  # [L] bool: may hold weights / KV cache across steps
     per_unit: np.ndarray  # [L] bool: one instance per compute unit
+    stacks: np.ndarray  # [N, L] HBM stacks of each level (0: none or not an HBM level)
+    channels: np.ndarray  # [N, L] DRAM channels of each level (0: none given)
+    peak_bandwidth: np.ndarray  # [N, L] B/s datasheet peak, chip total
     capacity: np.ndarray  # [N, L] bytes, chip total
     unit_capacity: np.ndarray  # [N, L] bytes per instance (per unit or the whole level)
     bandwidth: np.ndarray  # [N, L] B/s achieved (peak x achievable fraction), chip total
@@ -107,7 +112,7 @@ def _value(path: str, value: object, kind: units.Kind | None, clock: float | Non
     arr = np.asarray(out, dtype=float)
     if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise DseError(f"--set {path}: expected finite non-negative values")
-    if path in _INTEGER and np.any(arr != np.round(arr)):
+    if (path in _INTEGER or path.endswith(_INTEGER_SUFFIX)) and np.any(arr != np.round(arr)):
         raise DseError(f"--set {path}: expected whole numbers")
     if (path == "compute.units" or path.endswith((".capacity", ".bandwidth", ".clock"))
             or "peak" in path) and np.any(arr <= 0):
@@ -134,7 +139,7 @@ SUPPORTED_PATHS = (
     "compute.units, compute.clock, compute.op_overhead, compute.matrix.peak.<precision>, "
     "compute.matrix.peak_per_unit.<precision>, compute.vector.peak[_per_unit].<precision>, "
     "compute.matrix.achievable.fraction, compute.matrix.achievable.per_precision.<precision>, "
-    "memory.<level>.capacity|bandwidth|achievable.fraction (or memory[i].…), "
+    "memory.<level>.capacity|bandwidth|achievable.fraction|stacks|channels (or memory[i].…), "
     "interconnect.links|link_bandwidth|latency|collective_overhead|achievable.fraction|"
     "scale_out_bandwidth|scale_out_latency")
 
@@ -204,7 +209,7 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
         for p in PRECISIONS}
     matrix_fraction = {p: np.where(np.isnan(v), base_frac, v) for p, v in matrix_fraction.items()}
 
-    cap_unit, bw_unit, frac = [], [], []
+    cap_unit, bw_unit, frac, stacks, channels = [], [], [], [], []
     for i, lv in enumerate(spec.memory):
         def lget(field_: str, default: float, i: int = i, lv=lv) -> np.ndarray:
             for key in (f"memory.{lv.name}.{field_}", f"memory[{i}].{field_}"):
@@ -214,14 +219,22 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
         cap_unit.append(lget("capacity", lv.capacity))
         bw_unit.append(lget("bandwidth", lv.bandwidth))
         frac.append(lget("achievable.fraction", lv.achievable.fraction if lv.achievable else 1.0))
+        stacks.append(lget("stacks", lv.stacks or 0))
+        channels.append(lget("channels", lv.channels or 0))
     for path in parsed:
         m = _LEVEL.match(path)
         if m:
-            _level_of(spec, m.group(1), m.group(2), path)
+            level = spec.memory[_level_of(spec, m.group(1), m.group(2), path)]
+            if m.group(3) == "stacks" and level.interface not in HBM_INTERFACES:
+                raise DseError(f"--set {path}: level '{level.name}' is not an HBM level")
+            if m.group(3) == "channels" and level.interface not in CHANNEL_INTERFACES:
+                raise DseError(f"--set {path}: level '{level.name}' has no DDR, LPDDR or "
+                               "GDDR interface")
     per_unit = np.array([lv.scope == "per_unit" for lv in spec.memory])
     mult = np.where(per_unit[None, :], units_[:, None], 1.0)
     cap_u = np.stack(cap_unit, axis=1)
-    bandwidth = np.stack(bw_unit, axis=1) * mult * np.stack(frac, axis=1)
+    peak_bandwidth = np.stack(bw_unit, axis=1) * mult
+    bandwidth = peak_bandwidth * np.stack(frac, axis=1)
 
     ic = spec.interconnect
     links = get("interconnect.links", ic.links if ic else 0)
@@ -234,7 +247,9 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
         level_names=tuple(lv.name for lv in spec.memory),
         level_kinds=tuple(lv.kind for lv in spec.memory),
         resident=np.array([lv.holds_resident for lv in spec.memory]),
-        per_unit=per_unit, capacity=cap_u * mult, unit_capacity=cap_u, bandwidth=bandwidth,
+        per_unit=per_unit, stacks=np.stack(stacks, axis=1), channels=np.stack(channels, axis=1),
+        peak_bandwidth=peak_bandwidth,
+        capacity=cap_u * mult, unit_capacity=cap_u, bandwidth=bandwidth,
         link_bandwidth=get("interconnect.link_bandwidth",
                            (ic.link_bandwidth or 0.0) if ic else 0.0),
         links=links,

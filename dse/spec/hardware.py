@@ -126,6 +126,11 @@ class Compute(Spec):
     """Fixed time every operator (kernel) costs on top of its roofline time: launch,
     scheduling, pipeline fill and drain, end-of-kernel synchronisation. Seconds; omitted
     means none is charged (statically scheduled dataflow chips)."""
+    style: Literal["gpu", "array"] | None = None
+    """How the compute is built, which sets its area per FLOP/s in the area model: gpu
+    (SIMT cores such as NVIDIA SMs or AMD CUs, whose matrix units sit among vector ALUs,
+    register files and schedulers) or array (dedicated systolic or dot-product matrix
+    arrays beside separate vector units)."""
 
     @model_validator(mode="after")
     def _clock_for_per_unit(self) -> Compute:
@@ -209,6 +214,8 @@ class HostLink(Spec):
     bandwidth: Bandwidth
     """Per direction, B/s."""
     latency: Time | None = None
+    lanes: int | None = Field(default=None, gt=0)
+    """PCIe lanes (area model); omitted: bandwidth / the node's PCIe lane rate."""
 
 
 class Interconnect(Spec):
@@ -237,6 +244,9 @@ class Interconnect(Spec):
     """Achieved fraction of the links' bandwidth in a large collective (e.g. the bus
     bandwidth nccl-tests reports), with its source."""
     host_link: HostLink | None = None
+    lanes_per_link: int | None = Field(default=None, gt=0)
+    """SerDes lanes per link (area model; NVLink 3: 4, NVLink 4: 2); omitted: the link
+    bandwidth over the node's SerDes lane rate."""
 
     @model_validator(mode="after")
     def _links(self) -> Interconnect:
@@ -252,6 +262,30 @@ class Interconnect(Spec):
         return self.links * (self.link_bandwidth or 0.0)
 
 
+class LevelBuilt(Spec):
+    """A memory level as the die is built, where the product enables less."""
+
+    capacity: Bytes | None = None
+    """Capacity on the die (per unit if the level is per_unit)."""
+    stacks: int | None = Field(default=None, gt=0)
+    """HBM PHYs on the die."""
+    channels: int | None = Field(default=None, gt=0)
+    """DRAM channels the die has PHYs for."""
+
+
+class AsBuilt(Spec):
+    """What the die carries beyond what the product enables (spares fused off for yield).
+    The area model charges the die as built; when a study varies a count, the spares scale
+    with it in the same proportion."""
+
+    units: int | None = Field(default=None, gt=0)
+    """Compute units on the die (GA100: 128 SMs, of which an A100 enables 108)."""
+    memory: dict[str, LevelBuilt] = {}
+    """Per memory level name: capacity, HBM stacks or channels as built."""
+    links: int | None = Field(default=None, ge=0)
+    """Chip-to-chip links on the die."""
+
+
 class Technology(Spec):
     """Process technology and published physical facts, for the area and power models."""
 
@@ -263,6 +297,8 @@ class Technology(Spec):
     """Compute dies in the package."""
     transistors: float | None = Field(default=None, gt=0)
     """Published transistor count."""
+    as_built: AsBuilt | None = None
+    """The die as built, where the product fuses off part of it."""
 
 
 class HardwareSpec(Spec):
@@ -301,7 +337,43 @@ def hierarchy_issues(spec: HardwareSpec) -> list[tuple[tuple[str | int, ...], st
             issues.append((("memory", i, "kind"),
                            f"a {outer.kind} level cannot sit outside a {inner.kind} level "
                            f"(memory[{i - 1}] '{inner.name}'); list levels innermost first"))
+    built = spec.technology.as_built if spec.technology else None
+    if built is not None:
+        issues.extend(_as_built_issues(spec, built))
     return issues
+
+
+def _as_built_issues(spec: HardwareSpec, built: AsBuilt) -> list[tuple[tuple[str | int, ...],
+                                                                           str]]:
+    """As-built counts name real levels and are at least what the product enables."""
+    out: list[tuple[tuple[str | int, ...], str]] = []
+    at = ("technology", "as_built")
+    if built.units is not None and built.units < spec.compute.units:
+        out.append(((*at, "units"), f"expected at least compute.units = {spec.compute.units}, "
+                                    f"found {built.units}"))
+    ic = spec.interconnect
+    if built.links is not None and built.links < (ic.links if ic else 0):
+        out.append(((*at, "links"), f"expected at least interconnect.links = "
+                                    f"{ic.links if ic else 0}, found {built.links}"))
+    levels = {lv.name: lv for lv in spec.memory}
+    for name, lb in built.memory.items():
+        where = (*at, "memory", name)
+        level = levels.get(name)
+        if level is None:
+            out.append((where, f"no memory level named '{name}'; expected one of: "
+                               f"{', '.join(levels)}"))
+            continue
+        for field_ in ("capacity", "stacks", "channels"):
+            value, enabled = getattr(lb, field_), getattr(level, field_)
+            if value is None:
+                continue
+            if enabled is None:
+                out.append(((*where, field_), f"memory level '{name}' gives no {field_} to "
+                                              "build beyond"))
+            elif value < enabled:
+                out.append(((*where, field_), f"expected at least the enabled {field_} of "
+                                              f"'{name}', found less"))
+    return out
 
 
 def derived_figures(spec: HardwareSpec) -> dict:

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from dse.errors import Issue, SpecError
-from dse.spec import hardware, workload
+from dse.spec import hardware, technology, workload
 from dse.spec.messages import issue_at, issues_from
 from dse.spec.types import CLOCK_CONTEXT_KEY
 from dse.spec.yamlpos import LDict, LList, read_yaml
@@ -23,7 +23,7 @@ from dse.units import FREQUENCY, UnitError, to_kind
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 LIBRARY_FOLDERS = {"hardware": "hwspecs", "workload": "workloads", "study": "studies",
-                   "validation": "validation"}
+                   "validation": "validation", "technology": "hwspecs/tech"}
 # Keys that describe one file and are never inherited through `base:`.
 _NOT_INHERITED = ("name", "source", "description", "base")
 # Marker a derived spec puts on an inherited list item (matched by name) to drop it.
@@ -190,6 +190,37 @@ def load_hardware(ref: str | Path) -> hardware.HardwareSpec:
     return hardware_from_data(read_resolved(resolve(ref, "hardware"), "hardware"))
 
 
+def load_technology(ref: str | Path, near: Path | None = None) -> technology.TechSpec:
+    """Load a process-node file by node name ("n7": `tech/n7.yaml` beside `near`, else the
+    shipped `hwspecs/tech/`) or by path."""
+    near_tech = near / "tech" if near is not None else None
+    path = resolve(ref, "technology", near=near_tech)
+    spec = validate(technology.TechSpec, read_yaml(path, display=str(path)))
+    assert isinstance(spec, technology.TechSpec)
+    return spec
+
+
+def hardware_with_technology(ref: str | Path) -> tuple[hardware.HardwareSpec,
+                                                       technology.TechSpec]:
+    """A hardware spec and the process-node constants its `technology.node` names. The node
+    file is looked for in a `tech/` folder beside the spec, then in the shipped library."""
+    path = resolve(ref, "hardware")
+    data = read_resolved(path, "hardware")
+    spec = hardware_from_data(data)
+    if spec.technology is None:
+        raise SpecError([issue_at(data, (), "the area and power models need technology.node "
+                                            "(a process node such as n7)")])
+    try:
+        return spec, load_technology(spec.technology.node, near=path.parent)
+    except SpecError as e:
+        issue = e.issues[0]
+        if issue.line is None:  # the node file was not found: point at the reference
+            raise SpecError([issue_at(data, ("technology", "node"),
+                                      issue.message.replace("technology", "process node"))]
+                            ) from None
+        raise
+
+
 _WORKLOAD_SCHEMAS: dict[str, type[BaseModel]] = {
     "transformer": workload.TransformerSpec, "gemm": workload.GemmSpec}
 
@@ -220,6 +251,8 @@ def detect_kind(path: Path, data: dict, _depth: int = 0) -> str:
         return "workload"
     if "objectives" in data or "parameters" in data:
         return "study"
+    if "phy" in data or "energy" in data:
+        return "technology"
     base = data.get("base")
     if isinstance(base, str) and _depth < 16:
         for kind in ("hardware", "workload"):
@@ -236,6 +269,9 @@ def check_file(path: Path) -> str:
     kind = detect_kind(path, read_yaml(path))
     if kind == "hardware":
         load_hardware(path)
+        return kind
+    if kind == "technology":
+        load_technology(path)
         return kind
     if kind == "workload":
         load_workload(path)

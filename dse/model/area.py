@@ -1,0 +1,188 @@
+"""Die area of N designs from process-node constants: a breakdown by component, the die
+edge the off-chip interfaces need, and the constraints that follow. Pure numpy, no I/O.
+
+    compute   = max over precisions p of  peak_p x per_rate(style) x ratio_p
+                (style gpu: whole SIMT cores; style array: the matrix arrays alone)
+    unit ctl  = units x area per unit (array style: each PE's control cores, DMA, router)
+    vector    = max over p of vector peak_p x per_rate(vector) x ratio_p   (array style)
+    SRAM      = capacity x (cache or scratchpad area per byte)             per on-chip level
+    PHYs      = HBM stacks x area per stack, DRAM channels x area per channel,
+                SerDes lanes x area per lane (chip-to-chip, NVLink-C2C), PCIe/CXL lanes
+    uncore    = (rest + fixed) x f / (1 - f) + fixed, so that uncore is a share f of the die
+    edge      = the same counts x the die edge each instance needs
+    perimeter = dies x 4 sqrt(total / dies)   (square dies)
+
+Counts are the die as built (`technology.as_built`): spares fused off for yield take
+silicon too. A design whose interfaces need more edge than its perimeter is infeasible;
+so, when `reticle` is asked for, is one whose dies exceed the node's reticle (858 mm^2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dse.errors import DseError
+from dse.model.batch import DesignBatch
+from dse.spec.hardware import CHANNEL_INTERFACES, HBM_INTERFACES, HardwareSpec
+from dse.spec.technology import ComputeArea, Phy, TechSpec
+
+UNCORE = "uncore"
+
+
+@dataclass(frozen=True)
+class AreaResult:
+    """Area of N designs: components (name -> [N] mm^2, in display order), total, edge."""
+
+    hardware: str
+    node: str
+    components: dict[str, np.ndarray]
+    total_mm2: np.ndarray  # [N]
+    edge_needed_mm: np.ndarray  # [N] die edge the off-chip interfaces need
+    perimeter_mm: np.ndarray  # [N] die edge available: dies x 4 sqrt(area per die)
+    die_mm2: np.ndarray  # [N] area of one die
+    feasible: np.ndarray  # [N] bool
+    reason: np.ndarray  # [N] str ("" when feasible)
+    published_mm2: float | None  # the spec's published die area (all dies), if any
+
+    @property
+    def rel_error(self) -> np.ndarray | None:
+        """(model - published) / published, [N]; None without a published area."""
+        if self.published_mm2 is None:
+            return None
+        return (self.total_mm2 - self.published_mm2) / self.published_mm2
+
+
+def _engine_area(peaks: dict[str, np.ndarray], const: ComputeArea, scale: np.ndarray,
+                 what: str, n: int) -> np.ndarray:
+    """max over precisions of peak x area per FLOP/s x ratio; [N] mm^2."""
+    terms = [peaks[p] * scale * const.per_rate * f
+             for p in peaks if (f := const.factor(p)) is not None]
+    if not terms and peaks:
+        raise DseError(f"{what}: the node gives no area for precisions "
+                       f"{', '.join(peaks)} (reference {const.reference}, ratios for "
+                       f"{', '.join(const.ratio) or 'none'})")
+    return np.max(np.stack(terms), axis=0) if terms else np.zeros(n)
+
+
+def _lanes(bandwidth: np.ndarray, phy: Phy) -> np.ndarray:
+    """Lanes needed to carry `bandwidth` per direction at the PHY's lane rate."""
+    assert phy.rate is not None
+    return np.ceil(bandwidth / phy.rate - 1e-9)
+
+
+def _ratio(built: float | None, enabled: float | None) -> float:
+    return built / enabled if built and enabled else 1.0
+
+
+def _spares(spec: HardwareSpec) -> tuple[float, dict[str, dict[str, float]], float]:
+    """As-built / enabled ratios: units, per level (capacity, stacks, channels), links."""
+    built = spec.technology.as_built if spec.technology else None
+    if built is None:
+        return 1.0, {}, 1.0
+    levels = {lv.name: lv for lv in spec.memory}
+    per_level = {
+        name: {f: _ratio(getattr(b, f), getattr(levels[name], f))
+               for f in ("capacity", "stacks", "channels")}
+        for name, b in built.memory.items() if name in levels}
+    ic = spec.interconnect
+    return (_ratio(built.units, spec.compute.units), per_level,
+            _ratio(built.links, ic.links if ic else None))
+
+
+def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False) -> AreaResult:
+    """Die area of every design of `db` with the constants of `tech`. `reticle`: designs
+    whose dies exceed the reticle are infeasible (a constraint a study turns on)."""
+    spec, n = db.spec, db.n
+    style = spec.compute.style
+    if style is None:
+        raise DseError(f"{spec.name}: compute.style: the area model needs how the compute is "
+                       "built (gpu or array)")
+    f_units, f_level, f_links = _spares(spec)
+    units_scale = np.full(n, f_units)
+    comp: dict[str, np.ndarray] = {}
+    edge = np.zeros(n)
+
+    comp["compute"] = _engine_area(db.matrix_peak, getattr(tech.compute, style), units_scale,
+                                   f"{spec.name} compute.matrix", n)
+    if style == "array":
+        comp["unit control"] = db.units * f_units * tech.compute.array_unit.area
+    if style == "array" and db.vector_peak:
+        comp["vector units"] = _engine_area(db.vector_peak, tech.compute.vector, units_scale,
+                                            f"{spec.name} compute.vector", n)
+
+    phys: list[tuple[str, np.ndarray, Phy]] = []  # (component, instances [N], PHY)
+    for i, level in enumerate(spec.memory):
+        spare = f_level.get(level.name, {})
+        if level.kind in ("register", "sram", "cache"):
+            per_byte = tech.sram.cache if level.kind == "cache" else tech.sram.scratchpad
+            cap = db.capacity[:, i] * spare.get("capacity", 1.0)
+            if level.scope == "per_unit":
+                cap = cap * f_units
+            comp[f"{level.name} ({level.kind})"] = cap * per_byte
+            continue
+        iface, where = level.interface, f"{spec.name} memory[{i}] ({level.name})"
+        if iface in HBM_INTERFACES:
+            count = db.stacks[:, i] * spare.get("stacks", 1.0)
+            if not np.all(count > 0):
+                raise DseError(f"{where}.stacks: the area model needs the number of HBM "
+                               "stacks")
+            phys.append((f"{level.name} PHY", count, tech.phy.hbm))
+        elif iface in CHANNEL_INTERFACES:
+            count = db.channels[:, i] * spare.get("channels", 1.0)
+            if not np.all(count > 0):
+                raise DseError(f"{where}.channels: the area model needs the number of "
+                               f"{iface} channels")
+            family = "lpddr" if iface.startswith("lpddr") else \
+                "gddr" if iface.startswith("gddr") else "ddr"
+            phys.append((f"{level.name} PHY", count, getattr(tech.phy, family)))
+        elif iface == "nvlink-c2c":
+            phys.append((f"{level.name} PHY", _lanes(db.peak_bandwidth[:, i], tech.phy.serdes),
+                         tech.phy.serdes))
+        elif iface == "cxl":
+            phys.append((f"{level.name} PHY", _lanes(db.peak_bandwidth[:, i], tech.phy.pcie),
+                         tech.phy.pcie))
+        elif level.kind == "dram":
+            raise DseError(f"{where}.interface: the area model needs the DRAM interface "
+                           "(hbm3, lpddr5, ddr5 ...)")
+        # A host level reached over PCIe uses the host link's PHY, counted below.
+
+    ic = spec.interconnect
+    if ic is not None and (ic.links > 0 or "interconnect.links" in db.overrides):
+        per_link = (np.full(n, float(ic.lanes_per_link)) if ic.lanes_per_link
+                    else _lanes(db.link_bandwidth, tech.phy.serdes))
+        phys.append(("chip-to-chip PHY", db.links * f_links * per_link, tech.phy.serdes))
+    if ic is not None and ic.host_link is not None:
+        hl = ic.host_link
+        lanes = float(hl.lanes) if hl.lanes else float(_lanes(np.array(hl.bandwidth),
+                                                               tech.phy.pcie))
+        phys.append(("host PHY", np.full(n, lanes), tech.phy.pcie))
+    for name, count, phy in phys:
+        comp[name] = comp.get(name, 0.0) + count * phy.area
+        edge = edge + count * phy.edge
+
+    rest = sum(comp.values(), np.zeros(n))
+    f, fixed = tech.uncore.fraction, tech.uncore.fixed or 0.0
+    comp[UNCORE] = (rest + fixed) * f / (1.0 - f) + fixed
+    total = rest + comp[UNCORE]
+
+    dies = spec.technology.dies if spec.technology else 1
+    die = total / dies
+    perimeter = dies * 4.0 * np.sqrt(die)
+    short = edge > perimeter
+    big = (die > tech.reticle) if reticle else np.zeros(n, dtype=bool)
+    reason = np.full(n, "", dtype=object)
+    for i in np.flatnonzero(short | big):
+        why = []
+        if short[i]:
+            why.append(f"off-chip interfaces need {edge[i]:.0f} mm of die edge but "
+                       f"{dies} die(s) of {die[i]:.0f} mm2 have {perimeter[i]:.0f} mm")
+        if big[i]:
+            why.append(f"a die of {die[i]:.0f} mm2 exceeds the {tech.reticle:.0f} mm2 reticle")
+        reason[i] = "; ".join(why)
+    published = spec.technology.die_area if spec.technology else None
+    return AreaResult(hardware=spec.name, node=tech.node, components=comp, total_mm2=total,
+                      edge_needed_mm=edge, perimeter_mm=perimeter, die_mm2=die,
+                      feasible=~(short | big), reason=reason, published_mm2=published)
+

@@ -1,0 +1,212 @@
+"""Process-node schema: the constants the area and power models read, one file per node
+(`hwspecs/tech/<node>.yaml`).
+
+Every group of constants carries `source` (where the numbers come from) and `includes`
+(what silicon or what energy they cover), so a reader can trace each figure in a
+breakdown to a published fact. Values are SI floats after loading (area in mm^2, length in
+mm, energy in J). This module does no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, get_args
+
+from pydantic import Field, model_validator
+
+from dse.spec.hardware import Interface, Precision
+from dse.spec.types import (
+    Area,
+    AreaPerByte,
+    AreaPerRate,
+    Bandwidth,
+    EnergyPerByte,
+    EnergyPerOp,
+    Length,
+    PowerDensity,
+    Spec,
+)
+
+Ratio = Annotated[float, Field(gt=0)]
+Text = Annotated[str, Field(min_length=1)]
+CoreStyle = Literal["gpu", "array"]
+CORE_STYLES = ("gpu", "array")
+# Memory kinds that have a read energy per byte in a node file.
+ENERGY_KINDS = ("sram", "cache", "hbm", "lpddr", "ddr", "gddr", "host", "c2c")
+INTERFACES: tuple[str, ...] = get_args(Interface)
+
+
+class Documented(Spec):
+    """A group of constants with its provenance."""
+
+    includes: Text
+    """What the constants cover (which circuits, which overheads)."""
+    source: Text
+    """Published facts they derive from, and how."""
+
+
+class ComputeArea(Documented):
+    """Area of compute per unit of dense peak rate."""
+
+    per_rate: AreaPerRate
+    """mm^2 per FLOP/s at the reference precision (written e.g. "0.8 mm2/TFLOPS")."""
+    reference: Precision
+    """The precision `per_rate` is quoted at (bf16 for matrix engines, fp32 for vector)."""
+    ratio: dict[Precision, Ratio] = {}
+    """Area per FLOP/s at other precisions relative to the reference. An engine is sized for
+    its most expensive precision: area = max over its precisions of rate x per_rate x ratio.
+    Precisions not listed here (and not the reference) are taken to reuse the datapath at no
+    extra area."""
+
+    def factor(self, precision: str) -> float | None:
+        """Relative area per FLOP/s at `precision`, None if it adds no area."""
+        if precision == self.reference:
+            return 1.0
+        return self.ratio.get(precision)  # type: ignore[call-overload]
+
+
+class UnitArea(Documented):
+    """Area per compute unit, whatever its rate."""
+
+    area: Area
+    """mm^2 per unit."""
+
+
+class Compute(Spec):
+    gpu: ComputeArea
+    """GPU-style cores (NVIDIA SM, AMD CU): matrix units plus SIMT vector ALUs, register
+    files, schedulers, load/store and special-function units; the core's SRAM (L1/shared
+    memory) is charged separately as SRAM. Per dense matrix FLOP/s."""
+    array: ComputeArea
+    """Dedicated matrix engines (systolic or dot-product arrays) with their operand staging
+    and accumulators, fed by software-managed memories. Per dense matrix FLOP/s."""
+    array_unit: UnitArea
+    """Per processing element of an array-style chip: its control cores, DMA and router."""
+    vector: ComputeArea
+    """Vector/SIMD units beside matrix arrays (array-style designs only; a GPU core's
+    vector ALUs are inside `gpu`). Per FLOP/s of the vector units."""
+
+
+class SramArea(Documented):
+    """On-chip SRAM at macro level, periphery included, per byte of capacity."""
+
+    scratchpad: AreaPerByte
+    """Software-managed SRAM (kind sram): bit cells, sense amps, decoders, banking."""
+    cache: AreaPerByte
+    """Hardware-managed cache (kind cache): the data arrays plus tags, ports, controllers
+    and the crossbar slices that serve them."""
+
+
+class Phy(Documented):
+    """One off-chip interface instance: PHY plus its controller."""
+
+    area: Area
+    """mm^2 per instance (an HBM stack, a DRAM channel, a SerDes or PCIe lane)."""
+    edge: Length
+    """Die edge (shoreline) one instance needs, mm."""
+    rate: Bandwidth | None = None
+    """Per-direction bandwidth of one lane (SerDes, PCIe), B/s: sets how many lanes a
+    link of a given bandwidth needs when the hardware spec does not say."""
+
+
+class PhyArea(Spec):
+    hbm: Phy
+    """Per HBM stack (1024-bit interface)."""
+    lpddr: Phy
+    """Per 16-bit LPDDR channel."""
+    ddr: Phy
+    """Per 64-bit DDR channel (one DIMM channel)."""
+    gddr: Phy
+    """Per 32-bit GDDR device interface."""
+    serdes: Phy
+    """Per chip-to-chip SerDes lane (one transmit and one receive pair)."""
+    pcie: Phy
+    """Per PCIe (or CXL) lane."""
+
+    @model_validator(mode="after")
+    def _rates(self) -> PhyArea:
+        for name in ("serdes", "pcie"):
+            if getattr(self, name).rate is None:
+                raise ValueError(f"{name}.rate is needed to size links in lanes")
+        return self
+
+
+class Uncore(Documented):
+    """Silicon outside compute, SRAM and PHYs: on-chip network, I/O and control."""
+
+    fraction: float = Field(ge=0, lt=1)
+    """Share of the die it takes: uncore = fraction x total (so total = rest / (1 - f))."""
+    fixed: Area | None = None
+    """A fixed term added to the rest before the fraction is applied, mm^2."""
+
+
+class OpEnergy(Documented):
+    """Dynamic energy per operation of one kind of compute."""
+
+    per_op: dict[Precision, EnergyPerOp]
+    """Per FLOP (or OP) at each precision; a precision not listed uses the next one the
+    performance model would fall back to (fp16 -> bf16 ...)."""
+
+    @model_validator(mode="after")
+    def _bf16(self) -> OpEnergy:
+        if "bf16" not in self.per_op and "fp16" not in self.per_op:
+            raise ValueError("per_op needs an energy at bf16 or fp16 at least")
+        return self
+
+
+class ByteEnergy(Documented):
+    """Dynamic energy per byte moved at each kind of memory or link."""
+
+    per_byte: dict[str, EnergyPerByte]
+    """Keys: sram, cache, hbm, lpddr, ddr, gddr, host (PCIe/CXL), c2c (chip-to-chip links,
+    per byte sent); a DRAM interface name (hbm2e, lpddr5x ...) overrides its family."""
+
+    @model_validator(mode="after")
+    def _kinds(self) -> ByteEnergy:
+        known = (*ENERGY_KINDS, *INTERFACES)
+        unknown = [k for k in self.per_byte if k not in known]
+        missing = [k for k in ENERGY_KINDS if k not in self.per_byte]
+        if unknown:
+            raise ValueError(f"unknown memory kind(s) {', '.join(unknown)} in per_byte; "
+                             f"expected {', '.join(ENERGY_KINDS)} or an interface name")
+        if missing:
+            raise ValueError(f"per_byte needs an energy for {', '.join(missing)}")
+        return self
+
+
+class StaticPower(Documented):
+    """Power drawn whatever the chip does: leakage and idle clocking."""
+
+    per_area: PowerDensity
+    """W per mm^2 of die."""
+
+
+class Energy(Spec):
+    """Dynamic energy per operation and per byte moved, and static power."""
+
+    gpu: OpEnergy
+    """Matrix FLOPs on GPU-style cores (register-file operand traffic, scheduling and the
+    core's clocking included)."""
+    array: OpEnergy
+    """Matrix FLOPs on dedicated arrays (operand staging and accumulation included)."""
+    vector: OpEnergy
+    """FLOPs on vector units (elementwise, softmax, norms), instruction overhead included."""
+    memory: ByteEnergy
+    static: StaticPower
+
+
+class TechSpec(Spec):
+    """A process node: area and energy constants, each with its source."""
+
+    node: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    """Node name as hardware specs refer to it (n7, n5 ...)."""
+    name: Text
+    """What the node is (e.g. "TSMC N7 class: N7, N7P, N6")."""
+    source: Text
+    """The main references of the file."""
+    reticle: Area = 858.0
+    """Largest die one exposure can print, mm^2 (26 mm x 33 mm)."""
+    compute: Compute
+    sram: SramArea
+    phy: PhyArea
+    uncore: Uncore
+    energy: Energy

@@ -1,8 +1,9 @@
 """Die area of N designs from process-node constants: a breakdown by component, the die
 edge the off-chip interfaces need, and the constraints that follow. Pure numpy, no I/O.
 
-    compute   = max over precisions p of  peak_p x per_rate(style) x ratio_p
-                (style gpu: whole SIMT cores; style array: the matrix arrays alone)
+    compute   = max over precisions p of  peak_p x per_rate(style) x ratio_p x f_ref / f
+                (style gpu: whole SIMT cores; style array: the matrix arrays alone; f_ref the
+                clock the constant holds at, f the design's clock: area follows MACs built)
     unit ctl  = units x area per unit (array style: each PE's control cores, DMA, router)
     vector    = max over p of vector peak_p x per_rate(vector) x ratio_p   (array style)
     SRAM      = capacity x (cache or scratchpad area per byte)             per on-chip level
@@ -104,12 +105,19 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False) -> AreaResul
     comp: dict[str, np.ndarray] = {}
     edge = np.zeros(n)
 
-    comp["compute"] = _engine_area(db.matrix_peak, getattr(tech.compute, style), units_scale,
+    def at_clock(const: ComputeArea) -> np.ndarray:
+        """Spares x (reference clock / design clock): area follows the MACs built."""
+        return units_scale * np.where(db.clock > 0, const.clock / np.where(db.clock > 0,
+                                                                          db.clock, 1.0), 1.0)
+
+    matrix = getattr(tech.compute, style)
+    comp["compute"] = _engine_area(db.matrix_peak, matrix, at_clock(matrix),
                                    f"{spec.name} compute.matrix", n)
     if style == "array":
         comp["unit control"] = db.units * f_units * tech.compute.array_unit.area
     if style == "array" and db.vector_peak:
-        comp["vector units"] = _engine_area(db.vector_peak, tech.compute.vector, units_scale,
+        comp["vector units"] = _engine_area(db.vector_peak, tech.compute.vector,
+                                            at_clock(tech.compute.vector),
                                             f"{spec.name} compute.vector", n)
 
     phys: list[tuple[str, np.ndarray, Phy]] = []  # (component, instances [N], PHY)
@@ -122,6 +130,8 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False) -> AreaResul
                 cap = cap * f_units
             comp[f"{level.name} ({level.kind})"] = cap * per_byte
             continue
+        if level.kind == "host":
+            continue  # the host's memory: its PHYs are on the host; the host link is below
         iface, where = level.interface, f"{spec.name} memory[{i}] ({level.name})"
         if iface in HBM_INTERFACES:
             count = db.stacks[:, i] * spare.get("stacks", 1.0)
@@ -143,21 +153,30 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False) -> AreaResul
         elif iface == "cxl":
             phys.append((f"{level.name} PHY", _lanes(db.peak_bandwidth[:, i], tech.phy.pcie),
                          tech.phy.pcie))
-        elif level.kind == "dram":
+        else:
             raise DseError(f"{where}.interface: the area model needs the DRAM interface "
                            "(hbm3, lpddr5, ddr5 ...)")
-        # A host level reached over PCIe uses the host link's PHY, counted below.
 
     ic = spec.interconnect
-    if ic is not None and (ic.links > 0 or "interconnect.links" in db.overrides):
-        per_link = (np.full(n, float(ic.lanes_per_link)) if ic.lanes_per_link
-                    else _lanes(db.link_bandwidth, tech.phy.serdes))
-        phys.append(("chip-to-chip PHY", db.links * f_links * per_link, tech.phy.serdes))
+    built = spec.technology.as_built if spec.technology else None
+    # Links on the die: the enabled ones scaled by the spares, or the as-built count where the
+    # product enables none (a PCIe card whose die carries NVLink).
+    links = np.where(db.links > 0, db.links * f_links,
+                     float(built.links or 0) if built is not None else 0.0)
+    if ic is not None and np.any(links > 0):
+        if ic.lanes_per_link:
+            per_link = np.full(n, float(ic.lanes_per_link))
+        elif ic.link_bandwidth is None and "interconnect.link_bandwidth" not in db.overrides:
+            raise DseError(f"{spec.name} interconnect.lanes_per_link: the area model needs the "
+                           "lanes of the links the die carries (or their link_bandwidth)")
+        else:
+            per_link = _lanes(db.link_bandwidth, tech.phy.serdes)
+        phys.append(("chip-to-chip PHY", links * per_link, tech.phy.serdes))
     if ic is not None and ic.host_link is not None:
         hl = ic.host_link
-        lanes = float(hl.lanes) if hl.lanes else float(_lanes(np.array(hl.bandwidth),
-                                                               tech.phy.pcie))
-        phys.append(("host PHY", np.full(n, lanes), tech.phy.pcie))
+        phy = tech.phy.serdes if hl.interface == "nvlink-c2c" else tech.phy.pcie
+        lanes = float(hl.lanes) if hl.lanes else float(_lanes(np.array(hl.bandwidth), phy))
+        phys.append(("host PHY", np.full(n, lanes), phy))
     for name, count, phy in phys:
         comp[name] = comp.get(name, 0.0) + count * phy.area
         edge = edge + count * phy.edge

@@ -214,8 +214,11 @@ class HostLink(Spec):
     bandwidth: Bandwidth
     """Per direction, B/s."""
     latency: Time | None = None
+    interface: Interface | None = None
+    """pcie4, pcie5, pcie6, cxl or nvlink-c2c (area: PCIe or SerDes lanes; energy per byte).
+    Omitted: PCIe."""
     lanes: int | None = Field(default=None, gt=0)
-    """PCIe lanes (area model); omitted: bandwidth / the node's PCIe lane rate."""
+    """Lanes (area model); omitted: bandwidth / the node's lane rate for the interface."""
 
 
 class Interconnect(Spec):

@@ -21,6 +21,7 @@ from dse.spec.types import (
     Bandwidth,
     EnergyPerByte,
     EnergyPerOp,
+    Frequency,
     Length,
     PowerDensity,
     Spec,
@@ -51,6 +52,9 @@ class ComputeArea(Documented):
     """mm^2 per FLOP/s at the reference precision (written e.g. "0.8 mm2/TFLOPS")."""
     reference: Precision
     """The precision `per_rate` is quoted at (bf16 for matrix engines, fp32 for vector)."""
+    clock: Frequency
+    """Clock at which `per_rate` holds. Area follows the MACs built, not the rate, so a
+    design at clock f pays rate x per_rate x (clock / f): a slower clock needs more MACs."""
     ratio: dict[Precision, Ratio] = {}
     """Area per FLOP/s at other precisions relative to the reference. An engine is sized for
     its most expensive precision: area = max over its precisions of rate x per_rate x ratio.

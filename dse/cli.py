@@ -253,16 +253,19 @@ def eval_(
             b = int(batch)
         except ValueError:
             raise DseError(f"--batch: expected a whole number or max, found '{batch}'") from None
-    res = dse.evaluate(dse.load_hardware(hardware), dse.load_workload(workload), scenario,
+    from dse.spec.load import load_design
+
+    spec, tech, no_power = load_design(hardware)
+    res = dse.evaluate(spec, dse.load_workload(workload), scenario,
                        phase=phase, batch=b, seq_in=seq_in, seq_out=seq_out,
                        precision=precision, chips=chips, tp=tp, pp=pp,
-                       overrides=_overrides(sets))
+                       overrides=_overrides(sets), tech=tech)
     if res.n > 1:  # several designs: one row each
         frame = res.to_frame()
-        docs = [eval_document(res, i) for i in range(res.n)]
+        docs = [eval_document(res, i, no_power) for i in range(res.n)]
         _render(fmt, docs, lambda: frame.to_dict("records"), lambda: _frame_table(frame))
         return
-    doc = eval_document(res)
+    doc = eval_document(res, 0, no_power)
     capacity = dict(zip(res.level_names, res.batch.capacity[0], strict=True))
     _render(fmt, doc, lambda: [{**{k: v for k, v in r.items() if k != "bytes"},
                                 **{f"bytes_{lv}": v for lv, v in r["bytes"].items()}}
@@ -308,6 +311,44 @@ def validate(
         from rich.console import Console
 
         Console(width=max(160, Console().width)).print(view.validation_tables(doc))
+        if plot is not None:
+            typer.echo(f"plot written to {plot}")
+
+
+@app.command()
+@user_errors
+def area(
+    hardware: Annotated[list[str], typer.Argument(help="Shipped chip names or paths.")],
+    fmt: Annotated[Format, typer.Option("--format", "-f", help="table or json.")]
+    = Format.table,
+    plot: Annotated[Path | None, typer.Option(help="Write a stacked bar of the breakdowns "
+                                                   "(chips side by side) to this image.")]
+    = None,
+    reticle: Annotated[bool, typer.Option(help="Treat a die above the reticle as "
+                                               "infeasible.")] = False,
+) -> None:
+    """Die area from the process-node constants: breakdown by component, the die edge the
+    off-chip interfaces need, and the error against the published area."""
+    from dse.model.area import area as die_area
+    from dse.model.batch import design_batch
+    from dse.report import area_view
+    from dse.spec.load import hardware_with_technology
+
+    if fmt is Format.yaml:
+        raise DseError("--format: expected table or json")
+    docs = []
+    for ref in hardware:
+        spec, tech = hardware_with_technology(ref)
+        docs.append(area_view.area_document(die_area(design_batch(spec), tech,
+                                                     reticle=reticle)))
+    if plot is not None:
+        area_view.draw(docs, plot)
+    if fmt is Format.json:
+        typer.echo(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
+    else:
+        from rich.console import Console
+
+        Console(width=max(100, Console().width)).print(area_view.area_tables(docs))
         if plot is not None:
             typer.echo(f"plot written to {plot}")
 

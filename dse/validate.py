@@ -17,7 +17,7 @@ import numpy as np
 
 from dse.errors import DseError
 from dse.model import evaluate
-from dse.spec.load import library_dir, library_names, load_hardware, load_workload
+from dse.spec.load import library_dir, library_names, load_design, load_workload
 from dse.workloads.gemm import is_gemm_name
 
 COLUMNS = ("id", "hardware", "chips", "tp", "pp", "workload", "phase", "precision", "batch",
@@ -145,8 +145,9 @@ def run(path: Path | None = None) -> list[Row]:
             row.skipped = f"workload '{r['workload']}' is not in the library"
             continue
         try:
+            spec, tech, _ = load_design(r["hardware"])
             res = evaluate(
-                load_hardware(r["hardware"]), load_workload(r["workload"]),
+                spec, load_workload(r["workload"]), tech=tech,
                 phase=r["phase"], batch=r["batch"], precision=r["precision"] or None,
                 seq_in=int(r["seq_in"]) if r["seq_in"] else None,
                 seq_out=int(r["seq_out"]) if r["seq_out"] else None,

@@ -23,16 +23,25 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.errors import DseError
+from dse.model.area import area
 from dse.model.batch import DesignBatch, design_batch
-from dse.model.parallel import FUSIONS, chip_ops, collective_times
+from dse.model.parallel import FUSIONS, chip_ops, collective_times, collective_volume
 from dse.model.performance import A, ChipOps, G, op_times
 from dse.model.placement import PLACED, cached_level, place
+from dse.model.power import StepEnergy, chip_power, step_energy
 from dse.spec.hardware import HardwareSpec
+from dse.spec.technology import TechSpec
 from dse.spec.workload import Scenario, WorkloadSpec
 from dse.workloads import lower, scenario_for
 
 METRICS = ("latency_s", "ttft_s", "decode_tokens_per_s", "output_tokens_per_s",
            "samples_per_s", "achieved_flop_per_s", "tokens_per_s_per_chip")
+# With a process node (evaluate(..., tech=...)): power per chip, energy per generated token
+# (decode, serve) or per prompt token (prefill), per sample (inference), per step (all), and
+# the modelled die area.
+POWER_METRICS = ("power_w", "energy_per_token_j", "energy_per_sample_j", "energy_per_step_j",
+                 "area_mm2")
+_TIME_METRICS = ("latency_s", "ttft_s")
 LATENCY_PHASES = ("gemm", "prefill", "decode")
 
 
@@ -60,6 +69,8 @@ class Evaluation:
     ops_bytes: np.ndarray  # [N, J, L] bytes per instance per chip at each level
     ops_time: np.ndarray  # [N, J] s per instance
     ops_bound: np.ndarray  # [N, J] str: compute, a level name, interconnect or overhead
+    power_limited: np.ndarray | None = None  # [N] bool: slowed to fit the TDP (with tech)
+    energy: StepEnergy | None = None  # per chip and step, unthrottled (with tech)
 
     @property
     def n(self) -> int:
@@ -77,6 +88,8 @@ class Evaluation:
             cols[name] = values
         for level, name in enumerate(self.level_names):
             cols[f"memory_{name}_bytes"] = self.memory_bytes[:, level]
+        if self.power_limited is not None:
+            cols["power_limited"] = self.power_limited
         return pd.DataFrame(cols)
 
     def op_records(self, i: int = 0) -> list[dict]:
@@ -109,9 +122,11 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
              precision: str | None = None, kv_precision: str | None = None,
              chips: int = 1, tp: int = 1, pp: int = 1,
              overrides: dict[str, object] | None = None,
-             fusion: str = "flash") -> Evaluation:
+             fusion: str = "flash", tech: TechSpec | None = None) -> Evaluation:
     """Evaluate every design of `hw` (a spec with `overrides`, or a DesignBatch) on one
-    scenario of `wl`. Scenario fields given here replace the named scenario's."""
+    scenario of `wl`. Scenario fields given here replace the named scenario's. With `tech`
+    (the spec's process node), power, energy and area come too, and a design whose power
+    exceeds its TDP is slowed to fit it (see dse.model.power)."""
     db = hw if isinstance(hw, DesignBatch) else design_batch(hw, overrides)
     sc = scenario_for(wl, scenario, phase=phase, batch=batch, seq_in=seq_in, seq_out=seq_out,
                       precision=precision, kv_precision=kv_precision)
@@ -148,23 +163,68 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
                               tp, pp, total, chips, fusion, in_sequence)
         if not out:
             out = {key: np.empty((n, *val.shape[1:]), dtype=val.dtype)
-                   for key, val in res.items() if key != "ops_name"}
-            j_names = res["ops_name"]
+                   for key, val in res.items() if key not in _PER_OP}
+            per_op = {key: res[key] for key in _PER_OP}
         for key, val in res.items():
-            if key != "ops_name":
+            if key not in _PER_OP:
                 out[key][idx] = val
     reason = out["reason"].astype(object)
     reason[none_fit] = "not even one sequence fits: " + reason[none_fit]
     feasible = out["feasible"] & ~none_fit
-    metrics = {m: np.where(feasible, out[m], np.nan) for m in METRICS}
+    raw = {m: out[m] for m in METRICS}
+    limited, energy = None, None
+    if tech is not None:
+        raw, limited, energy, reason, ok = _with_power(db, tech, sc, per_op, out, raw, chips,
+                                                       pp if in_sequence else 1, reason)
+        feasible = feasible & ok
+    metrics = {m: np.where(feasible, v, np.nan) for m, v in raw.items()}
     return Evaluation(
         hardware=db.spec.name, workload=wl.name, scenario=sc, chips=chips, tp=tp, pp=pp,
         batch=db,
         feasible=feasible, reason=np.where(feasible, "", reason).astype(object),
         sequences=np.where(none_fit, 0.0, seqs), metrics=metrics,
-        memory_bytes=out["memory"], level_names=db.level_names, ops_name=j_names,
+        memory_bytes=out["memory"], level_names=db.level_names, ops_name=per_op["ops_name"],
         ops_count=out["count"], ops_flops=out["flops"], ops_bytes=out["bytes"],
-        ops_time=out["time"], ops_bound=out["bound"])
+        ops_time=out["time"], ops_bound=out["bound"], power_limited=limited, energy=energy)
+
+
+_PER_OP = ("ops_name", "precision", "matrix", "link_bytes")
+
+
+def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, per_op: dict, out: dict,
+                raw: dict, chips: int, stages: int, reason: np.ndarray) -> tuple:
+    """Metrics with power and energy added and a TDP applied; see dse.model.power."""
+    energy = step_energy(db, tech, per_op["precision"], per_op["matrix"], out["count"],
+                         out["flops"], out["bytes"], per_op["link_bytes"])
+    step = np.sum(out["count"] * out["time"], axis=1)
+    die = area(db, tech)
+    # A latency-phase listing covers every pipeline stage; each chip runs 1/pp of it.
+    chip_energy = StepEnergy(energy.compute / stages, energy.memory / stages,
+                             energy.links / stages)
+    pw = chip_power(chip_energy.total, step, tech.energy.static.per_area * die.total_mm2,
+                    db.spec.tdp)
+    s = np.where(np.isfinite(pw.stretch), pw.stretch, 1.0)
+    m = {k: (v * s if k in _TIME_METRICS else v / s) for k, v in raw.items()}
+    system_w = chips * pw.power_w
+    nan = np.full(db.n, np.nan)
+    m["power_w"] = pw.power_w
+    m["energy_per_step_j"] = system_w * step * s
+    m["area_mm2"] = die.total_mm2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if sc.phase in ("decode", "serve"):
+            m["energy_per_token_j"] = system_w / m["output_tokens_per_s"]
+        elif sc.phase == "prefill":
+            m["energy_per_token_j"] = system_w / (m["tokens_per_s_per_chip"] * chips)
+        else:
+            m["energy_per_token_j"] = nan
+        m["energy_per_sample_j"] = system_w / m["samples_per_s"] if sc.phase == "inference" \
+            else nan
+    reason = reason.copy()
+    bad = ~pw.feasible & (reason == "")
+    for i in np.flatnonzero(bad):
+        reason[i] = (f"static power {pw.static_w[i]:.0f} W of a {die.total_mm2[i]:.0f} mm2 die "
+                     f"exceeds the {db.spec.tdp:.0f} W TDP")
+    return m, pw.limited, chip_energy, reason, pw.feasible
 
 
 def _subset(db: DesignBatch, idx: np.ndarray) -> DesignBatch:
@@ -297,6 +357,10 @@ def _evaluate_group(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, tp: int, pp
         m["tokens_per_s_per_chip"] = sequences * s_in / total / chips
     return {
         "ops_name": np.concatenate([ops.name, coll.name]),
+        "precision": np.concatenate([ops.dtype.astype(object),
+                                     np.full(len(coll), "", dtype=object)]),
+        "matrix": np.concatenate([ops.is_matrix, np.zeros(len(coll), dtype=bool)]),
+        "link_bytes": np.concatenate([np.zeros(len(ops.count)), collective_volume(coll)]),
         "feasible": feasible, "reason": reasons, **m,
         "memory": placed.used, "count": np.broadcast_to(count, (n, len(count))).copy(),
         "flops": np.broadcast_to(np.concatenate([ops.flops, np.zeros(len(coll))]),

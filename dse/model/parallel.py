@@ -144,6 +144,21 @@ def collective_bandwidth(batch: DesignBatch, group: int) -> np.ndarray:
     return links
 
 
+def _ring(kind: str, p: int, size: float) -> tuple[int, float]:
+    """(steps, bytes each chip sends) of one ring collective over p chips."""
+    if kind == "all_reduce":
+        return 2 * (p - 1), 2 * (p - 1) / p * size
+    if kind == "all_gather":
+        return p - 1, (p - 1) / p * size
+    return 1, size
+
+
+def collective_volume(coll: Collectives) -> np.ndarray:
+    """[J] bytes each chip sends over its links per instance of each collective."""
+    return np.array([_ring(str(coll.kind[j]), int(coll.group[j]), float(coll.nbytes[j]))[1]
+                     for j in range(len(coll))], dtype=float)
+
+
 def collective_times(batch: DesignBatch, coll: Collectives) -> np.ndarray:
     """[N, J] seconds per instance of each collective (inf where chips cannot talk)."""
     out = np.zeros((batch.n, len(coll)))
@@ -152,13 +167,7 @@ def collective_times(batch: DesignBatch, coll: Collectives) -> np.ndarray:
         bw = collective_bandwidth(batch, p)
         latency = batch.link_latency + (batch.scale_out_latency
                                         if p > batch.chips_per_node else 0.0)
-        kind, size = coll.kind[j], coll.nbytes[j]
-        if kind == "all_reduce":
-            steps, volume = 2 * (p - 1), 2 * (p - 1) / p * size
-        elif kind == "all_gather":
-            steps, volume = p - 1, (p - 1) / p * size
-        else:
-            steps, volume = 1, size
+        steps, volume = _ring(str(coll.kind[j]), p, float(coll.nbytes[j]))
         with np.errstate(divide="ignore"):
             out[:, j] = batch.collective_overhead + steps * latency + np.where(
                 bw > 0, volume / np.where(bw > 0, bw, 1.0), np.inf)

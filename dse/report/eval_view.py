@@ -7,6 +7,7 @@ from typing import Any
 
 from dse import units
 from dse.model import METRICS, Evaluation
+from dse.model.evaluate import POWER_METRICS
 
 _METRIC_UNITS = {
     "latency_s": ("latency", units.TIME), "ttft_s": ("time to first token", units.TIME),
@@ -15,6 +16,11 @@ _METRIC_UNITS = {
     "samples_per_s": ("samples per second (system)", "samples/s"),
     "achieved_flop_per_s": ("achieved FLOP/s (system)", units.FLOP_RATE),
     "tokens_per_s_per_chip": ("tokens per second per chip", "tokens/s"),
+    "power_w": ("power per chip", units.POWER),
+    "energy_per_token_j": ("energy per token (system)", units.ENERGY),
+    "energy_per_sample_j": ("energy per sample (system)", units.ENERGY),
+    "energy_per_step_j": ("energy per step (system)", units.ENERGY),
+    "area_mm2": ("die area (modelled)", "mm2"),
 }
 
 
@@ -22,8 +28,9 @@ def _num(v: float) -> float | None:
     return None if v is None or not math.isfinite(v) else float(v)
 
 
-def eval_document(res: Evaluation, i: int = 0) -> dict[str, Any]:
-    """The issue's JSON schema for design i: feasible, reason, metrics, ops."""
+def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> dict[str, Any]:
+    """The issue's JSON schema for design i: feasible, reason, metrics, ops; power and
+    energy where the spec's process node is known (else `power_note` says why not)."""
     sc = res.scenario
     doc: dict[str, Any] = {
         "hardware": res.hardware, "workload": res.workload,
@@ -34,7 +41,10 @@ def eval_document(res: Evaluation, i: int = 0) -> dict[str, Any]:
         "overrides": {k: float(v[i]) for k, v in res.batch.overrides.items()},
         "feasible": bool(res.feasible[i]),
         "reason": str(res.reason[i]) or None,
-        "metrics": {m: _num(res.metrics[m][i]) for m in METRICS},
+        "metrics": {m: _num(res.metrics[m][i]) if m in res.metrics else None
+                    for m in (*METRICS, *POWER_METRICS)},
+        "power_limited": None if res.power_limited is None else bool(res.power_limited[i]),
+        "power_note": no_power,
     }
     doc["metrics"]["memory_bytes"] = {lv: float(res.memory_bytes[i, k])
                                       for k, lv in enumerate(res.level_names)}
@@ -73,6 +83,10 @@ def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) 
         value = doc["metrics"][key]
         if value is not None:
             head.add_row(label, _fmt(value, kind))
+    if doc.get("power_limited"):
+        head.add_row("power-limited", "yes: slowed to fit the TDP (metrics include it)")
+    if doc.get("power_note"):
+        head.add_row("power", f"not modelled: {doc['power_note']}")
 
     mem = Table(title="Memory per chip", title_justify="left")
     for col in ("level", "used", "capacity", "share"):

@@ -221,6 +221,25 @@ def hardware_with_technology(ref: str | Path) -> tuple[hardware.HardwareSpec,
         raise
 
 
+def load_design(ref: str | Path) -> tuple[hardware.HardwareSpec, technology.TechSpec | None,
+                                         str | None]:
+    """A hardware spec with the process-node constants its area and power need, or None
+    and the reason they cannot be had (no technology.node, no node file, no compute.style).
+    Errors in the spec or in a node file it names still raise."""
+    spec = load_hardware(ref)
+    if spec.technology is None:
+        return spec, None, "the spec gives no technology.node"
+    if spec.compute.style is None:
+        return spec, None, "the spec gives no compute.style (gpu or array)"
+    try:
+        return (*hardware_with_technology(ref), None)
+    except SpecError as e:
+        if len(e.issues) == 1 and "unknown process node" in e.issues[0].message:
+            return spec, None, f"no process-node file '{spec.technology.node}' (shipped: " \
+                f"{', '.join(library_names('technology'))})"
+        raise
+
+
 _WORKLOAD_SCHEMAS: dict[str, type[BaseModel]] = {
     "transformer": workload.TransformerSpec, "gemm": workload.GemmSpec}
 

@@ -1,0 +1,107 @@
+"""What `dse area` prints and draws: the breakdown of a die by component, its die-edge
+budget and the error against the published area."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dse.model.area import AreaResult
+
+
+def area_document(res: AreaResult, i: int = 0) -> dict[str, Any]:
+    """JSON for design i: total_mm2, components, published_mm2, rel_error, edge, feasible."""
+    rel = res.rel_error
+    return {
+        "hardware": res.hardware,
+        "node": res.node,
+        "total_mm2": float(res.total_mm2[i]),
+        "components": {k: float(v[i]) for k, v in res.components.items()},
+        "published_mm2": res.published_mm2,
+        "rel_error": None if rel is None else float(rel[i]),
+        "edge_needed_mm": float(res.edge_needed_mm[i]),
+        "perimeter_mm": float(res.perimeter_mm[i]),
+        "feasible": bool(res.feasible[i]),
+        "reason": str(res.reason[i]) or None,
+    }
+
+
+def area_tables(docs: list[dict[str, Any]]) -> Any:
+    """One table per chip: component, mm^2, share; then total, published and error."""
+    from rich.console import Group
+    from rich.table import Table
+
+    out = []
+    for doc in docs:
+        t = Table(title=f"{doc['hardware']} ({doc['node']})", title_justify="left")
+        t.add_column("component")
+        t.add_column("mm2", justify="right")
+        t.add_column("share", justify="right")
+        total = doc["total_mm2"]
+        for name, mm2 in doc["components"].items():
+            t.add_row(name, f"{mm2:,.1f}", f"{mm2 / total:.1%}")
+        t.add_row("total", f"{total:,.1f}", "100%", end_section=True)
+        if doc["published_mm2"] is not None:
+            t.add_row("published", f"{doc['published_mm2']:,.0f}", "")
+            t.add_row("error", f"{doc['rel_error']:+.1%}", "")
+        t.add_row("die edge needed / available",
+                  f"{doc['edge_needed_mm']:.0f} / {doc['perimeter_mm']:.0f} mm", "")
+        if not doc["feasible"]:
+            t.add_row("infeasible", doc["reason"], "")
+        out.append(t)
+    return Group(*out)
+
+
+CATEGORIES = ("compute", "unit control", "vector units", "SRAM", "cache", "DRAM PHY",
+              "chip-to-chip PHY", "host PHY", "uncore")
+
+
+def _categories(components: dict[str, float]) -> dict[str, float]:
+    """Components summed into the fixed categories the plot stacks in one order."""
+    out: dict[str, float] = {}
+    for name, mm2 in components.items():
+        if name.endswith(("(sram)", "(register)")):
+            cat = "SRAM"
+        elif name.endswith("(cache)"):
+            cat = "cache"
+        elif name.endswith(" PHY") and name not in CATEGORIES:
+            cat = "DRAM PHY"
+        else:
+            cat = name
+        out[cat] = out.get(cat, 0.0) + mm2
+    return out
+
+
+def draw(docs: list[dict[str, Any]], path: Path) -> None:
+    """Stacked bars of the breakdown, one per chip, with the published area marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    docs = [{**d, "components": _categories(d["components"])} for d in docs]
+    names = [c for c in CATEGORIES if any(c in d["components"] for d in docs)]
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(docs) + 2.5), 4.5))
+    x = range(len(docs))
+    bottom = [0.0] * len(docs)
+    cmap = plt.get_cmap("tab20")
+    for j, name in enumerate(names):
+        vals = [d["components"].get(name, 0.0) for d in docs]
+        ax.bar(x, vals, bottom=bottom, label=name, color=cmap(j % 20), width=0.6)
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+    for k, d in enumerate(docs):
+        if d["published_mm2"] is not None:
+            ax.plot([k - 0.35, k + 0.35], [d["published_mm2"]] * 2, color="black", lw=1.5,
+                    label="published" if k == 0 else None)
+    ax.set_xticks(list(x), [d["hardware"] for d in docs], rotation=20, ha="right")
+    ax.set_ylabel("die area (mm$^2$)")
+    ax.set_title("Modelled die area by component")
+    handles, labels = ax.get_legend_handles_labels()
+    seen: dict[str, Any] = {}
+    for h, label in zip(handles, labels, strict=True):
+        seen.setdefault(label, h)
+    ax.legend(seen.values(), seen.keys(), fontsize=7, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)

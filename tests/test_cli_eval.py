@@ -34,8 +34,15 @@ def test_json_follows_the_schema():
     assert set(doc["metrics"]) == {"latency_s", "ttft_s", "decode_tokens_per_s",
                                    "output_tokens_per_s", "samples_per_s",
                                    "achieved_flop_per_s", "tokens_per_s_per_chip",
-                                   "memory_bytes"}
+                                   "power_w", "energy_per_token_j", "energy_per_sample_j",
+                                   "energy_per_step_j", "area_mm2", "memory_bytes"}
     assert doc["metrics"]["ttft_s"] is None and doc["metrics"]["samples_per_s"] is None
+    # Power and energy per token come with the spec's process node (n4).
+    m = doc["metrics"]
+    assert 50 < m["power_w"] <= 700 and doc["power_limited"] is False
+    assert m["energy_per_token_j"] == pytest.approx(
+        m["power_w"] / m["output_tokens_per_s"], rel=1e-9)
+    assert m["energy_per_sample_j"] is None and doc["power_note"] is None
     assert doc["metrics"]["output_tokens_per_s"] == pytest.approx(
         4 * doc["metrics"]["decode_tokens_per_s"])
     op = doc["ops"][0]

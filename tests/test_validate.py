@@ -112,3 +112,27 @@ def test_unknown_hardware_row_is_skipped_not_fatal(tmp_path):
     rows = validate.run(path)
     assert rows[0].skipped and "tpu-v9" in rows[0].skipped
     assert rows[1].rel_error is not None
+
+
+def test_no_measured_case_is_power_limited():
+    """The shipped chips ran these cases within their TDP; the power model agrees (its GPU
+    energy per FLOP comes from GEMMs at the TDP, so a violation would mean inconsistent
+    constants)."""
+    from dse.model import evaluate
+    from dse.spec.load import library_names, load_design, load_workload
+
+    for r in validate.read_measurements(validate.default_measurements()):
+        if r["phase"] not in validate.MODELLED or (
+                r["workload"] not in library_names("workload") and ":" not in r["workload"]):
+            continue
+        spec, tech, _ = load_design(r["hardware"])
+        if tech is None:
+            continue
+        wl = load_workload(r["workload"])
+        ev = evaluate(spec, wl, phase=r["phase"], batch=r["batch"],
+                      precision=r["precision"] or None,
+                      seq_in=int(r["seq_in"]) if r["seq_in"] else None,
+                      seq_out=int(r["seq_out"]) if r["seq_out"] else None,
+                      chips=r["chips"], tp=r["tp"], pp=r["pp"], tech=tech)
+        assert not ev.power_limited[0], r["id"]
+        assert ev.metrics["power_w"][0] <= spec.tdp

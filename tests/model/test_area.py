@@ -182,7 +182,7 @@ def test_every_product_of_a_die_gets_the_die():
 def test_area_needs_a_style(tmp_path):
     spec, tech = hardware_with_technology("h100-sxm")
     bare = spec.model_copy(update={"compute": spec.compute.model_copy(update={"style": None})})
-    with pytest.raises(DseError, match="compute.style"):
+    with pytest.raises(DseError, match=r"compute\.style"):
         area(design_batch(bare), tech)
     _, none, why = load_design("xeon-gold-6242")
     assert none is None and "compute.style" in why

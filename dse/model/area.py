@@ -26,7 +26,7 @@ import numpy as np
 
 from dse.errors import DseError
 from dse.model.batch import DesignBatch
-from dse.spec.hardware import CHANNEL_INTERFACES, HBM_INTERFACES, HardwareSpec
+from dse.spec.hardware import CHANNEL_INTERFACES, HBM_INTERFACES, HardwareSpec, interface_family
 from dse.spec.technology import ComputeArea, Phy, TechSpec
 
 UNCORE = "uncore"
@@ -144,9 +144,8 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False) -> AreaResul
             if not np.all(count > 0):
                 raise DseError(f"{where}.channels: the area model needs the number of "
                                f"{iface} channels")
-            family = "lpddr" if iface.startswith("lpddr") else \
-                "gddr" if iface.startswith("gddr") else "ddr"
-            phys.append((f"{level.name} PHY", count, getattr(tech.phy, family)))
+            phys.append((f"{level.name} PHY", count,
+                         getattr(tech.phy, interface_family(iface))))
         elif iface == "nvlink-c2c":
             phys.append((f"{level.name} PHY", _lanes(db.peak_bandwidth[:, i], tech.phy.serdes),
                          tech.phy.serdes))

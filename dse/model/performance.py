@@ -84,11 +84,15 @@ class OpTimes:
     missing_rate: np.ndarray  # [N] bool: some operator's precision has no rate
 
 
+def executed_precision(peaks: dict[str, np.ndarray], precision: str) -> str:
+    """The precision an engine with rates `peaks` runs `precision` at (fp8 on an A100 runs
+    as fp16); `precision` itself when it has no rate for any fallback."""
+    return next((p for p in FALLBACK.get(precision, (precision,)) if p in peaks), precision)
+
+
 def _rate(table: dict[str, np.ndarray], dtype: str, n: int) -> np.ndarray:
-    for p in FALLBACK.get(dtype, (dtype,)):
-        if p in table:
-            return table[p]
-    return np.full(n, np.nan)
+    p = executed_precision(table, dtype)
+    return table[p] if p in table else np.full(n, np.nan)
 
 
 def rates(batch: DesignBatch, dtypes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -98,14 +102,10 @@ def rates(batch: DesignBatch, dtypes: np.ndarray) -> tuple[np.ndarray, np.ndarra
     n = batch.n
     m_cols, v_cols = {}, {}
     for dt in set(dtypes):
-        matrix = None
-        for p in FALLBACK.get(dt, (dt,)):
-            if p in batch.matrix_peak:
-                matrix = batch.matrix_peak[p] * batch.matrix_fraction[p]
-                break
+        p = executed_precision(batch.matrix_peak, dt)
         vector = _rate(batch.vector_peak, dt, n)
-        if matrix is None:
-            matrix = vector
+        matrix = batch.matrix_peak[p] * batch.matrix_fraction[p] if p in batch.matrix_peak \
+            else vector
         vector = np.where(np.isnan(vector), matrix, vector)
         m_cols[dt], v_cols[dt] = matrix, vector
     return (np.stack([m_cols[d] for d in dtypes], axis=1),

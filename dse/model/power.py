@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.model.batch import DesignBatch
-from dse.model.performance import FALLBACK
-from dse.spec.hardware import CHANNEL_INTERFACES, HBM_INTERFACES
+from dse.model.performance import FALLBACK, executed_precision
+from dse.spec.hardware import interface_family
 from dse.spec.technology import OpEnergy, TechSpec
 
 
@@ -36,15 +36,6 @@ class StepEnergy:
         return self.compute + self.memory.sum(axis=1) + self.links
 
 
-def _family(interface: str | None) -> str:
-    if interface in HBM_INTERFACES:
-        return "hbm"
-    if interface in CHANNEL_INTERFACES:
-        return "lpddr" if interface.startswith("lpddr") else \
-            "gddr" if interface.startswith("gddr") else "ddr"
-    return "host"
-
-
 def level_energy(db: DesignBatch, tech: TechSpec) -> np.ndarray:
     """[L] J per byte moved at each level: SRAM and caches by kind; DRAM by its interface
     (an interface name in the node file overrides its family); host memory and CXL add the
@@ -54,7 +45,7 @@ def level_energy(db: DesignBatch, tech: TechSpec) -> np.ndarray:
     def by_interface(iface: str | None) -> float:
         if iface is not None and iface in table:
             return table[iface]
-        return table[_family(iface)]
+        return table[interface_family(iface) or "host"]
 
     spec = db.spec
     hl = spec.interconnect.host_link if spec.interconnect else None
@@ -82,11 +73,6 @@ def _op_energy(table: OpEnergy, precision: str) -> float:
         if p in table.per_op:
             return table.per_op[p]  # type: ignore[index]
     raise AssertionError("a node file always has bf16 or fp16")  # pragma: no cover
-
-
-def executed_precision(peaks: dict[str, np.ndarray], precision: str) -> str:
-    """The precision the engine runs `precision` at (fp8 on an A100 runs as fp16)."""
-    return next((p for p in FALLBACK.get(precision, (precision,)) if p in peaks), precision)
 
 
 def step_energy(db: DesignBatch, tech: TechSpec, precision: np.ndarray, matrix: np.ndarray,

@@ -37,6 +37,17 @@ Interface = Literal[
 ]
 HBM_INTERFACES = ("hbm2", "hbm2e", "hbm3", "hbm3e", "hbm4")
 CHANNEL_INTERFACES = ("ddr4", "ddr5", "lpddr4x", "lpddr5", "lpddr5x", "gddr6", "gddr6x", "gddr7")
+
+
+def interface_family(interface: str | None) -> str | None:
+    """hbm, lpddr, gddr or ddr for a DRAM interface; None for links (pcie, cxl, nvlink-c2c)."""
+    if interface in HBM_INTERFACES:
+        return "hbm"
+    if interface in CHANNEL_INTERFACES:
+        return next(f for f in ("lpddr", "gddr", "ddr") if interface.startswith(f))
+    return None
+
+
 Topology = Literal["switch", "fully_connected", "ring", "torus2d", "torus3d", "mesh"]
 Fraction = Annotated[float, Field(gt=0, le=1)]
 

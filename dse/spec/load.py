@@ -185,9 +185,16 @@ def hardware_from_data(data: LDict) -> hardware.HardwareSpec:
     return spec
 
 
+def _read_hardware(ref: str | Path) -> tuple[Path, LDict, hardware.HardwareSpec]:
+    """The file `ref` names, its merged data (for positioned errors) and the spec."""
+    path = resolve(ref, "hardware")
+    data = read_resolved(path, "hardware")
+    return path, data, hardware_from_data(data)
+
+
 def load_hardware(ref: str | Path) -> hardware.HardwareSpec:
     """Load a hardware spec by shipped name ("h100-sxm") or path, with inheritance."""
-    return hardware_from_data(read_resolved(resolve(ref, "hardware"), "hardware"))
+    return _read_hardware(ref)[2]
 
 
 def load_technology(ref: str | Path, near: Path | None = None) -> technology.TechSpec:
@@ -200,18 +207,11 @@ def load_technology(ref: str | Path, near: Path | None = None) -> technology.Tec
     return spec
 
 
-def hardware_with_technology(ref: str | Path) -> tuple[hardware.HardwareSpec,
-                                                       technology.TechSpec]:
-    """A hardware spec and the process-node constants its `technology.node` names. The node
-    file is looked for in a `tech/` folder beside the spec, then in the shipped library."""
-    path = resolve(ref, "hardware")
-    data = read_resolved(path, "hardware")
-    spec = hardware_from_data(data)
-    if spec.technology is None:
-        raise SpecError([issue_at(data, (), "the area and power models need technology.node "
-                                            "(a process node such as n7)")])
+def _node_of(spec: hardware.HardwareSpec, data: LDict, path: Path) -> technology.TechSpec:
+    """The node file `technology.node` names; a missing one is reported at that key."""
+    assert spec.technology is not None
     try:
-        return spec, load_technology(spec.technology.node, near=path.parent)
+        return load_technology(spec.technology.node, near=path.parent)
     except SpecError as e:
         issue = e.issues[0]
         if issue.line is None:  # the node file was not found: point at the reference
@@ -221,23 +221,33 @@ def hardware_with_technology(ref: str | Path) -> tuple[hardware.HardwareSpec,
         raise
 
 
+def hardware_with_technology(ref: str | Path) -> tuple[hardware.HardwareSpec,
+                                                       technology.TechSpec]:
+    """A hardware spec and the process-node constants its `technology.node` names. The node
+    file is looked for in a `tech/` folder beside the spec, then in the shipped library."""
+    path, data, spec = _read_hardware(ref)
+    if spec.technology is None:
+        raise SpecError([issue_at(data, (), "the area and power models need technology.node "
+                                            "(a process node such as n7)")])
+    return spec, _node_of(spec, data, path)
+
+
 def load_design(ref: str | Path) -> tuple[hardware.HardwareSpec, technology.TechSpec | None,
                                          str | None]:
     """A hardware spec with the process-node constants its area and power need, or None
     and the reason they cannot be had (no technology.node, no node file, no compute.style).
     Errors in the spec or in a node file it names still raise."""
-    spec = load_hardware(ref)
+    path, data, spec = _read_hardware(ref)
     if spec.technology is None:
         return spec, None, "the spec gives no technology.node"
     if spec.compute.style is None:
         return spec, None, "the spec gives no compute.style (gpu or array)"
-    try:
-        return (*hardware_with_technology(ref), None)
-    except SpecError as e:
-        if len(e.issues) == 1 and "unknown process node" in e.issues[0].message:
-            return spec, None, f"no process-node file '{spec.technology.node}' (shipped: " \
-                f"{', '.join(library_names('technology'))})"
-        raise
+    node = spec.technology.node
+    if not any((folder / f"{node}.yaml").is_file()
+               for folder in (path.parent / "tech", library_dir("technology"))):
+        return spec, None, (f"no process-node file '{node}' (shipped: "
+                            f"{', '.join(library_names('technology'))})")
+    return spec, _node_of(spec, data, path), None
 
 
 _WORKLOAD_SCHEMAS: dict[str, type[BaseModel]] = {

@@ -32,7 +32,7 @@ from dse.model.power import StepEnergy, chip_power, step_energy
 from dse.spec.hardware import HardwareSpec
 from dse.spec.technology import TechSpec
 from dse.spec.workload import Scenario, WorkloadSpec
-from dse.workloads import lower, scenario_for
+from dse.workloads import execution_issues, lower, resolve_scenario
 
 METRICS = ("latency_s", "ttft_s", "decode_tokens_per_s", "output_tokens_per_s",
            "samples_per_s", "achieved_flop_per_s", "tokens_per_s_per_chip")
@@ -53,6 +53,8 @@ class Evaluation:
     hardware: str
     workload: str
     scenario: Scenario
+    scenario_name: str  # the workload file's scenario, or "<phase> (default)"
+    scenario_overrides: dict[str, object]  # scenario fields the caller replaced
     chips: int
     tp: int
     pp: int
@@ -71,6 +73,7 @@ class Evaluation:
     ops_bound: np.ndarray  # [N, J] str: compute, a level name, interconnect or overhead
     power_limited: np.ndarray | None = None  # [N] bool: slowed to fit the TDP (with tech)
     energy: StepEnergy | None = None  # per chip and step, unthrottled (with tech)
+    warnings: tuple[str, ...] = ()  # legal but suspect inputs (lengths beyond the context)
 
     @property
     def n(self) -> int:
@@ -128,8 +131,10 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     (the spec's process node), power, energy and area come too, and a design whose power
     exceeds its TDP is slowed to fit it (see dse.model.power)."""
     db = hw if isinstance(hw, DesignBatch) else design_batch(hw, overrides)
-    sc = scenario_for(wl, scenario, phase=phase, batch=batch, seq_in=seq_in, seq_out=seq_out,
-                      precision=precision, kv_precision=kv_precision)
+    given = {"phase": phase, "batch": batch, "seq_in": seq_in, "seq_out": seq_out,
+             "precision": precision, "kv_precision": kv_precision}
+    given = {k: v for k, v in given.items() if v is not None}
+    sc_name, sc = resolve_scenario(wl, scenario, **given)
     for name, v in (("chips", chips), ("tp", tp), ("pp", pp)):
         _reject(not isinstance(v, int) or v < 1, f"--{name}: expected a positive whole "
                 f"number, found {v}")
@@ -138,6 +143,8 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     _reject(fusion not in FUSIONS, f"fusion: expected one of {', '.join(FUSIONS)}")
     _reject(sc.phase == "training", "phase training is not modelled yet (it needs the "
             "training memory planner); use gemm, prefill, decode, serve or inference")
+    problems, warnings = execution_issues(wl, sc, tp, pp)
+    _reject(bool(problems), "; ".join(problems))
     dp = chips // (tp * pp)
     in_sequence = sc.phase in LATENCY_PHASES
     n = db.n
@@ -179,13 +186,14 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
         feasible = feasible & ok
     metrics = {m: np.where(feasible, v, np.nan) for m, v in raw.items()}
     return Evaluation(
-        hardware=db.spec.name, workload=wl.name, scenario=sc, chips=chips, tp=tp, pp=pp,
-        batch=db,
+        hardware=db.spec.name, workload=wl.name, scenario=sc, scenario_name=sc_name,
+        scenario_overrides=given, chips=chips, tp=tp, pp=pp, batch=db,
         feasible=feasible, reason=np.where(feasible, "", reason).astype(object),
         sequences=np.where(none_fit, 0.0, seqs), metrics=metrics,
         memory_bytes=out["memory"], level_names=db.level_names, ops_name=per_op["ops_name"],
         ops_count=out["count"], ops_flops=out["flops"], ops_bytes=out["bytes"],
-        ops_time=out["time"], ops_bound=out["bound"], power_limited=limited, energy=energy)
+        ops_time=out["time"], ops_bound=out["bound"], power_limited=limited, energy=energy,
+        warnings=tuple(warnings))
 
 
 _PER_OP = ("ops_name", "precision", "matrix", "link_bytes")

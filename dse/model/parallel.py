@@ -21,6 +21,7 @@ scale-out network. No I/O; arrays over N designs.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,8 +90,9 @@ def chip_ops(table: OpTable, tp: int, pp: int, fusion: str = "flash",
         read[:, A] = np.where(value, 0.0, read[:, A])
         launches = np.where(soft | value, 0.0, launches)
     count = table.count.copy()
-    if not stages_in_sequence:
-        count = np.where(table.layer, count / pp, count)
+    if not stages_in_sequence:  # the stage with the most layers sets the pace
+        layers = table.meta.get("layers") or pp
+        count = np.where(table.layer, count * math.ceil(layers / pp) / layers, count)
     ops = ChipOps(name=table.name, kind=table.kind, stage=table.stage, dtype=table.dtype,
                   wdtype=table.wdtype, count=count, flops=table.flops / div,
                   read=read, written=written, onchip=onchip, shape=shape, launches=launches)

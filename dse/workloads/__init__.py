@@ -7,22 +7,62 @@ from typing import Any
 from pydantic import ValidationError
 
 from dse.errors import DseError
-from dse.spec.workload import GemmSpec, Scenario, WorkloadSpec
+from dse.spec.workload import GemmSpec, Scenario, TransformerSpec, WorkloadSpec
 from dse.workloads.gemm import lower_gemm
 from dse.workloads.optable import OpTable
 from dse.workloads.transformer import DEFAULT, Counting
 from dse.workloads.transformer import lower as lower_transformer
 
+# The scenario a phase runs when the workload file names none of that phase and the caller
+# names no scenario (`--phase decode` on a model whose file lists only prefill scenarios).
+# Lengths follow the common benchmark settings: a 1,024-token prompt (TensorRT-LLM's and
+# vLLM's throughput tables use 128 to 2,048), 128 generated tokens, one sequence for the
+# latency phases and the largest batch that fits for the throughput phases; an encoder runs
+# 384 tokens (MLPerf BERT's max_seq_length). Lengths are capped at the model's context.
+PHASE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemm": {"phase": "gemm"},
+    "prefill": {"phase": "prefill", "batch": 1, "seq_in": 1024},
+    "decode": {"phase": "decode", "batch": 1, "seq_in": 1024, "seq_out": 128},
+    "serve": {"phase": "serve", "batch": "max", "seq_in": 1024, "seq_out": 128},
+    "inference": {"phase": "inference", "batch": 1, "seq_in": 384},
+    "training": {"phase": "training", "batch": 8, "seq_in": 2048},
+}
 
-def scenario_for(spec: WorkloadSpec, name: str | None = None, **overrides: Any) -> Scenario:
-    """The named scenario (the first one by default) with the given fields replaced; None
-    values are ignored. Bad names or values raise DseError naming the option."""
+
+def _phase_default(spec: WorkloadSpec, phase: str) -> Scenario:
+    fields = dict(PHASE_DEFAULTS[phase])
+    context = spec.max_positions if isinstance(spec, TransformerSpec) else None
+    if context:
+        room = context - int(fields.get("seq_out", 0))
+        fields["seq_in"] = min(int(fields.get("seq_in", 0)), max(room, 1))
+    return Scenario.model_validate(fields)
+
+
+def resolve_scenario(spec: WorkloadSpec, name: str | None = None, *, phase: str | None = None,
+                     **overrides: Any) -> tuple[str, Scenario]:
+    """(name, scenario): the named scenario, else the first one of `phase` in the file, else
+    the phase's documented default (named "<phase> (default)"), else the file's first;
+    with the given fields replaced (None values are ignored). Bad names or values raise
+    DseError naming the option."""
+    if name is None and phase is not None:
+        name = next((n for n, s in spec.scenarios.items() if s.phase == phase), None)
+        if name is None:
+            if phase not in PHASE_DEFAULTS:
+                raise DseError(f"--phase: expected one of: {', '.join(PHASE_DEFAULTS)}, "
+                               f"found '{phase}'")
+            base = _phase_default(spec, phase)
+            return f"{phase} (default)", _replaced(spec, f"{phase} (default)", base, overrides)
     if name is None:
         name = next(iter(spec.scenarios))
     if name not in spec.scenarios:
         raise DseError(f"{spec.name}: unknown scenario '{name}'; expected one of: "
                        f"{', '.join(spec.scenarios)}")
-    fields = spec.scenarios[name].model_dump()
+    return name, _replaced(spec, name, spec.scenarios[name], {"phase": phase, **overrides})
+
+
+def _replaced(spec: WorkloadSpec, name: str, base: Scenario, overrides: dict[str, Any]
+              ) -> Scenario:
+    fields = base.model_dump()
     fields.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return Scenario.model_validate(fields)
@@ -32,6 +72,50 @@ def scenario_for(spec: WorkloadSpec, name: str | None = None, **overrides: Any) 
             f"{str(err['msg']).removeprefix('Value error, ')}"
             for err in e.errors(include_url=False))
         raise DseError(f"{spec.name} scenario '{name}': {problems}") from None
+
+
+def scenario_for(spec: WorkloadSpec, name: str | None = None, **overrides: Any) -> Scenario:
+    """The scenario of `resolve_scenario`, without its name."""
+    return resolve_scenario(spec, name, **overrides)[1]
+
+
+def describe_scenario(sc: Scenario) -> str:
+    """One line: phase, batch, lengths, precision ("decode, batch 1, seq_in 5, seq_out 200,
+    bf16")."""
+    parts = [sc.phase]
+    if sc.phase != "gemm":
+        parts.append(f"batch {sc.batch}")
+        parts.append(f"seq_in {sc.seq_in}")
+        if sc.phase in ("decode", "serve"):
+            parts.append(f"seq_out {sc.seq_out}")
+    parts.append(sc.precision + (f" (KV {sc.kv_precision})" if sc.kv_precision else ""))
+    return ", ".join(parts)
+
+
+def execution_issues(spec: WorkloadSpec, sc: Scenario, tp: int, pp: int
+                     ) -> tuple[list[str], list[str]]:
+    """(errors, warnings) of running `sc` split `tp` x `pp` ways: parallel degrees must
+    divide what they split; lengths beyond the model's context are legal but suspect."""
+    if isinstance(spec, GemmSpec):
+        errors = [f"--{name} {v}: a single gemm is not split across chips (tp and pp are 1)"
+                  for name, v in (("tp", tp), ("pp", pp)) if v > 1]
+        return errors, []
+    errors, warnings = [], []
+    if spec.heads % tp:
+        errors.append(f"--tp {tp}: tensor parallelism splits the {spec.heads} attention heads "
+                      f"of {spec.name}; expected a divisor of {spec.heads}")
+    if pp > spec.layers:
+        errors.append(f"--pp {pp}: pipeline parallelism splits the {spec.layers} layers of "
+                      f"{spec.name}; expected at most {spec.layers} stages")
+    elif spec.layers % pp:
+        warnings.append(f"--pp {pp} does not divide the {spec.layers} layers of {spec.name}: "
+                        f"the longest stage holds {-(-spec.layers // pp)} layers and sets "
+                        "the pace")
+    context = sc.seq_in + (sc.seq_out if sc.phase in ("decode", "serve") else 0)
+    if spec.max_positions and context > spec.max_positions:
+        warnings.append(f"{spec.name}: {context} tokens (seq_in + seq_out) exceed the model's "
+                        f"context of {spec.max_positions} (max_positions)")
+    return errors, warnings
 
 
 def lower(spec: WorkloadSpec, scenario: Scenario, counting: Counting = DEFAULT) -> OpTable:

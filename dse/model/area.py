@@ -11,11 +11,14 @@ edge the off-chip interfaces need, and the constraints that follow. Pure numpy, 
                 SerDes lanes x area per lane (chip-to-chip, NVLink-C2C), PCIe/CXL lanes
     uncore    = (rest + fixed) x f / (1 - f) + fixed, so that uncore is a share f of the die
     edge      = the same counts x the die edge each instance needs
+    padding   = max(0, dies x (edge / (4 dies))^2 - total)   (pad-limited dies)
     perimeter = dies x 4 sqrt(total / dies)   (square dies)
 
 Counts are the die as built (`technology.as_built`): spares fused off for yield take
-silicon too. A design whose interfaces need more edge than its perimeter is infeasible;
-so, when `reticle` is asked for, is one whose dies exceed the node's reticle (858 mm^2).
+silicon too. A design whose interfaces need more edge than its contents' perimeter is
+pad-limited: its dies grow until the edge fits (I/O-bound dies are made this way), which
+costs area and, past the node's reticle (858 mm^2), makes it infeasible when `reticle`
+is asked for.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from dse.spec.hardware import CHANNEL_INTERFACES, HBM_INTERFACES, HardwareSpec, 
 from dse.spec.technology import ComputeArea, Phy, TechSpec
 
 UNCORE = "uncore"
+PADDING = "edge padding"  # silicon added so the interfaces fit along the die edge
 
 
 @dataclass(frozen=True)
@@ -186,21 +190,23 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False) -> AreaResul
     total = rest + comp[UNCORE]
 
     dies = spec.technology.dies if spec.technology else 1
+    # A die whose off-chip interfaces need more edge than its contents give it is made
+    # larger (pad-limited): each square die grows to a side of edge / (4 dies).
+    padded = dies * (edge / (4.0 * dies)) ** 2
+    pad = np.maximum(padded - total, 0.0)
+    if np.any(pad > 0):
+        comp[PADDING] = pad
+    total = total + pad
     die = total / dies
     perimeter = dies * 4.0 * np.sqrt(die)
-    short = edge > perimeter
     big = (die > tech.reticle) if reticle else np.zeros(n, dtype=bool)
     reason = np.full(n, "", dtype=object)
-    for i in np.flatnonzero(short | big):
-        why = []
-        if short[i]:
-            why.append(f"off-chip interfaces need {edge[i]:.0f} mm of die edge but "
-                       f"{dies} die(s) of {die[i]:.0f} mm2 have {perimeter[i]:.0f} mm")
-        if big[i]:
-            why.append(f"a die of {die[i]:.0f} mm2 exceeds the {tech.reticle:.0f} mm2 reticle")
-        reason[i] = "; ".join(why)
+    for i in np.flatnonzero(big):
+        pad = (f" (pad-limited: its off-chip interfaces need {edge[i]:.0f} mm of die edge)"
+               if pad[i] > 0 else "")
+        reason[i] = f"a die of {die[i]:.0f} mm2{pad} exceeds the {tech.reticle:.0f} mm2 reticle"
     published = spec.technology.die_area if spec.technology else None
     return AreaResult(hardware=spec.name, node=tech.node, components=comp, total_mm2=total,
                       edge_needed_mm=edge, perimeter_mm=perimeter, die_mm2=die,
-                      feasible=~(short | big), reason=reason, published_mm2=published)
+                      feasible=~big, reason=reason, published_mm2=published)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.errors import DseError
-from dse.model.area import area
+from dse.model.area import PADDING, area
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.parallel import FUSIONS, chip_ops, collective_times, collective_volume
 from dse.model.performance import A, ChipOps, G, op_times
@@ -125,11 +125,14 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
              precision: str | None = None, kv_precision: str | None = None,
              chips: int = 1, tp: int = 1, pp: int = 1,
              overrides: dict[str, object] | None = None,
-             fusion: str = "flash", tech: TechSpec | None = None) -> Evaluation:
+             fusion: str = "flash", tech: TechSpec | None = None,
+             reticle: bool = True) -> Evaluation:
     """Evaluate every design of `hw` (a spec with `overrides`, or a DesignBatch) on one
     scenario of `wl`. Scenario fields given here replace the named scenario's. With `tech`
     (the spec's process node), power, energy and area come too, and a design whose power
-    exceeds its TDP is slowed to fit it (see dse.model.power)."""
+    exceeds its TDP is slowed to fit it (see dse.model.power). With `tech`, a design whose
+    off-chip interfaces need more die edge than it has, or (with `reticle`) whose dies
+    exceed the reticle, is infeasible; so is one whose static power alone exceeds its TDP."""
     db = hw if isinstance(hw, DesignBatch) else design_batch(hw, overrides)
     given = {"phase": phase, "batch": batch, "seq_in": seq_in, "seq_out": seq_out,
              "precision": precision, "kv_precision": kv_precision}
@@ -182,7 +185,8 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     limited, energy = None, None
     if tech is not None:
         raw, limited, energy, reason, ok = _with_power(db, tech, sc, per_op, out, raw, chips,
-                                                       pp if in_sequence else 1, reason)
+                                                       pp if in_sequence else 1, reason,
+                                                       reticle)
         feasible = feasible & ok
     metrics = {m: np.where(feasible, v, np.nan) for m, v in raw.items()}
     return Evaluation(
@@ -200,16 +204,19 @@ _PER_OP = ("ops_name", "precision", "matrix", "link_bytes")
 
 
 def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, per_op: dict, out: dict,
-                raw: dict, chips: int, stages: int, reason: np.ndarray) -> tuple:
+                raw: dict, chips: int, stages: int, reason: np.ndarray,
+                reticle: bool) -> tuple:
     """Metrics with power and energy added and a TDP applied; see dse.model.power."""
     energy = step_energy(db, tech, per_op["precision"], per_op["matrix"], out["count"],
                          out["flops"], out["bytes"], per_op["link_bytes"])
     step = np.sum(out["count"] * out["time"], axis=1)
-    die = area(db, tech)
+    die = area(db, tech, reticle=reticle)
     # A latency-phase listing covers every pipeline stage; each chip runs 1/pp of it.
     chip_energy = StepEnergy(energy.compute / stages, energy.memory / stages,
                              energy.links / stages)
-    pw = chip_power(chip_energy.total, step, tech.energy.static.per_area * die.total_mm2,
+    # Static power leaks from the transistors: padding added for die edge holds none.
+    content = die.total_mm2 - die.components.get(PADDING, 0.0)
+    pw = chip_power(chip_energy.total, step, tech.energy.static.per_area * content,
                     db.spec.tdp)
     s = np.where(np.isfinite(pw.stretch), pw.stretch, 1.0)
     m = {k: (v * s if k in _TIME_METRICS else v / s) for k, v in raw.items()}
@@ -228,11 +235,15 @@ def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, per_op: dict, out
         m["energy_per_sample_j"] = system_w / m["samples_per_s"] if sc.phase == "inference" \
             else nan
     reason = reason.copy()
-    bad = ~pw.feasible & (reason == "")
-    for i in np.flatnonzero(bad):
-        reason[i] = (f"static power {pw.static_w[i]:.0f} W of a {die.total_mm2[i]:.0f} mm2 die "
-                     f"exceeds the {db.spec.tdp:.0f} W TDP")
-    return m, pw.limited, chip_energy, reason, pw.feasible
+    for i in np.flatnonzero(~(pw.feasible & die.feasible)):
+        why = [str(reason[i])] if reason[i] else []
+        if not die.feasible[i]:
+            why.append(str(die.reason[i]))
+        if not pw.feasible[i]:
+            why.append(f"static power {pw.static_w[i]:.0f} W of a {die.total_mm2[i]:.0f} mm2 "
+                       f"die exceeds the {db.spec.tdp:.0f} W TDP")
+        reason[i] = "; ".join(why)
+    return m, pw.limited, chip_energy, reason, pw.feasible & die.feasible
 
 
 def _subset(db: DesignBatch, idx: np.ndarray) -> DesignBatch:

@@ -53,7 +53,7 @@ def area_tables(docs: list[dict[str, Any]]) -> Any:
 
 
 CATEGORIES = ("compute", "unit control", "vector units", "SRAM", "cache", "DRAM PHY",
-              "chip-to-chip PHY", "host PHY", "uncore")
+              "chip-to-chip PHY", "host PHY", "uncore", "edge padding")
 
 
 def _categories(components: dict[str, float]) -> dict[str, float]:

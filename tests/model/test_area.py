@@ -154,8 +154,16 @@ def test_batch_equals_loop(tmp_path):
 def test_shoreline_and_reticle(tmp_path):
     spec, tech = toy(tmp_path)
     r = area(design_batch(spec, {"memory.HBM.stacks": [2, 40]}), tech)
+    # 40 stacks need more edge than the contents give: the die is padded to a square of
+    # side edge / 4, which is fine without a reticle and infeasible with it.
+    assert list(r.feasible) == [True, True]
+    assert "edge padding" in r.components and r.components["edge padding"][0] == 0
+    side = r.edge_needed_mm[1] / 4.0
+    assert r.total_mm2[1] == pytest.approx(side**2)
+    assert r.perimeter_mm[1] == pytest.approx(r.edge_needed_mm[1])
+    r = area(design_batch(spec, {"memory.HBM.stacks": [2, 40]}), tech, reticle=True)
     assert list(r.feasible) == [True, False]
-    assert "die edge" in r.reason[1] and r.reason[0] == ""
+    assert "pad-limited" in r.reason[1] and "reticle" in r.reason[1] and r.reason[0] == ""
     big = {"compute.matrix.peak.bf16": "2000 TFLOPS"}
     assert area(design_batch(spec, big), tech).feasible[0]
     r = area(design_batch(spec, big), tech, reticle=True)

@@ -53,19 +53,21 @@ class Kind:
     unit: str  # the internal unit's symbol, for display
     scale: float = 1.0  # internal value = SI value * scale (1e6 for m^2 -> mm^2)
     prefixes: str = "decimal"  # how values are displayed: decimal, binary, small, none
+    suffix: str = ""  # column-name suffix of the internal unit: latency_s, capacity_bytes
 
 
-BYTES = Kind("capacity", _dim(B=1), "80 GiB", "B", prefixes="binary")
+BYTES = Kind("capacity", _dim(B=1), "80 GiB", "B", prefixes="binary", suffix="bytes")
 # Bytes moved (traffic) are always shown in decimal units, unlike capacities.
-TRAFFIC = Kind("amount of data", _dim(B=1), "1.5 GB", "B")
-BANDWIDTH = Kind("bandwidth", _dim(B=1, s=-1), "3.35 TB/s", "B/s")
-FLOP_RATE = Kind("compute rate", _dim(op=1, s=-1), "989 TFLOPS", "FLOP/s")
-TIME = Kind("time", _dim(s=1), "2 us", "s", prefixes="small")
-FREQUENCY = Kind("frequency", _dim(s=-1), "1.98 GHz", "Hz")
-AREA = Kind("area", _dim(m=2), "814 mm2", "mm2", scale=1e6, prefixes="none")
-LENGTH = Kind("length", _dim(m=1), "6.5 mm", "mm", scale=1e3, prefixes="none")
-POWER = Kind("power", _dim(J=1, s=-1), "700 W", "W")
-ENERGY = Kind("energy", _dim(J=1), "0.5 pJ", "J", prefixes="small")
+TRAFFIC = Kind("amount of data", _dim(B=1), "1.5 GB", "B", suffix="bytes")
+BANDWIDTH = Kind("bandwidth", _dim(B=1, s=-1), "3.35 TB/s", "B/s", suffix="bytes_per_s")
+FLOP_RATE = Kind("compute rate", _dim(op=1, s=-1), "989 TFLOPS", "FLOP/s",
+                 suffix="flop_per_s")
+TIME = Kind("time", _dim(s=1), "2 us", "s", prefixes="small", suffix="s")
+FREQUENCY = Kind("frequency", _dim(s=-1), "1.98 GHz", "Hz", suffix="hz")
+AREA = Kind("area", _dim(m=2), "814 mm2", "mm2", scale=1e6, prefixes="none", suffix="mm2")
+LENGTH = Kind("length", _dim(m=1), "6.5 mm", "mm", scale=1e3, prefixes="none", suffix="mm")
+POWER = Kind("power", _dim(J=1, s=-1), "700 W", "W", suffix="w")
+ENERGY = Kind("energy", _dim(J=1), "0.5 pJ", "J", prefixes="small", suffix="j")
 ENERGY_PER_OP = Kind("energy per operation", _dim(J=1, op=-1), "0.3 pJ/FLOP", "J/FLOP",
                      prefixes="small")
 ENERGY_PER_BYTE = Kind("energy per byte", _dim(J=1, B=-1), "30 pJ/B", "J/B", prefixes="small")
@@ -75,7 +77,8 @@ AREA_PER_BYTE = Kind("area per capacity", _dim(m=2, B=-1), "0.5 mm2/MiB", "mm2/B
                      scale=1e6, prefixes="none")
 AREA_PER_RATE = Kind("area per compute rate", _dim(m=2, op=-1, s=1), "0.4 mm2/TFLOPS",
                      "mm2/(FLOP/s)", scale=1e6, prefixes="none")
-OPS_PER_CYCLE = Kind("rate per cycle", _dim(op=1, cycle=-1), "4096 FLOP/cycle", "FLOP/cycle")
+OPS_PER_CYCLE = Kind("rate per cycle", _dim(op=1, cycle=-1), "4096 FLOP/cycle", "FLOP/cycle",
+                     suffix="flop_per_cycle")
 KINDS = (OPS_PER_CYCLE, BYTES, BANDWIDTH, FLOP_RATE, TIME, FREQUENCY, AREA, LENGTH, POWER,
          ENERGY, ENERGY_PER_OP, ENERGY_PER_BYTE, POWER_DENSITY, AREA_PER_BYTE, AREA_PER_RATE)
 

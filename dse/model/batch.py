@@ -135,6 +135,21 @@ def _level_of(spec: HardwareSpec, name: str | None, index: str | None, path: str
     return names.index(name)
 
 
+def column_name(path: str) -> str:
+    """Table column of an override path: the path with its SI unit as a suffix
+    (`memory.L2.capacity_bytes`, `compute.clock_hz`); plain numbers keep the bare path."""
+    kind = _SCALARS.get(path, "unknown")
+    if kind == "unknown":
+        m = _LEVEL.match(path)
+        if m:
+            kind = _LEVEL_KIND[m.group(3)]
+        elif _ENGINE.match(path):
+            kind = units.OPS_PER_CYCLE if ".peak_per_unit." in path else units.FLOP_RATE
+        else:
+            kind = None
+    return f"{path}_{kind.suffix}" if kind is not None and kind.suffix else path
+
+
 SUPPORTED_PATHS = (
     "compute.units, compute.clock, compute.op_overhead, compute.matrix.peak.<precision>, "
     "compute.matrix.peak_per_unit.<precision>, compute.vector.peak[_per_unit].<precision>, "

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import dataclass
 
 # Base dimensions, in this order: bytes, operations (FLOP or integer OP), seconds,
@@ -191,6 +192,14 @@ def _describe(dim: Dim) -> str:
     return "a quantity of another dimension"
 
 
+def is_per_cycle(value: str) -> bool:
+    """Whether a quantity string is given per clock cycle ("128 B/cycle")."""
+    try:
+        return parse_quantity(value)[1][_CYC] != 0
+    except UnitError:
+        return False
+
+
 def to_kind(value: object, kind: Kind, *, clock_hz: float | None = None,
             positive: bool = True) -> float:
     """Convert a YAML value ("3.35 TB/s") to a float in `kind`'s internal unit.
@@ -225,6 +234,8 @@ def to_kind(value: object, kind: Kind, *, clock_hz: float | None = None,
         raise UnitError(f"{expect}, found '{value}' ({_describe(dim)})")
     if not math.isfinite(si):
         raise UnitError(f"{expect}, found '{value}' (not finite)")
+    if 0 < abs(si) < sys.float_info.min:
+        raise UnitError(f"{expect}, found '{value}' (below the smallest normal float)")
     if positive and si <= 0:
         raise UnitError(f"{expect}, found '{value}' (must be > 0)")
     if si < 0:

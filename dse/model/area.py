@@ -167,19 +167,19 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False) -> AreaResul
     links = np.where(db.links > 0, db.links * f_links,
                      float(built.links or 0) if built is not None else 0.0)
     if ic is not None and np.any(links > 0):
-        if ic.lanes_per_link:
-            per_link = np.full(n, float(ic.lanes_per_link))
-        elif ic.link_bandwidth is None and "interconnect.link_bandwidth" not in db.overrides:
+        given = np.isfinite(db.lanes_per_link)
+        if not np.all(given | (db.link_bandwidth > 0)):
             raise DseError(f"{spec.name} interconnect.lanes_per_link: the area model needs the "
                            "lanes of the links the die carries (or their link_bandwidth)")
-        else:
-            per_link = _lanes(db.link_bandwidth, tech.phy.serdes)
+        per_link = np.where(given, db.lanes_per_link, _lanes(db.link_bandwidth,
+                                                            tech.phy.serdes))
         phys.append(("chip-to-chip PHY", links * per_link, tech.phy.serdes))
     if ic is not None and ic.host_link is not None:
         hl = ic.host_link
         phy = tech.phy.serdes if hl.interface == "nvlink-c2c" else tech.phy.pcie
-        lanes = float(hl.lanes) if hl.lanes else float(_lanes(np.array(hl.bandwidth), phy))
-        phys.append(("host PHY", np.full(n, lanes), phy))
+        lanes = np.where(np.isfinite(db.host_link_lanes), db.host_link_lanes,
+                         _lanes(db.host_link_bandwidth, phy))
+        phys.append(("host PHY", lanes, phy))
     for name, count, phy in phys:
         comp[name] = comp.get(name, 0.0) + count * phy.area
         edge = edge + count * phy.edge
@@ -189,7 +189,7 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False) -> AreaResul
     comp[UNCORE] = (rest + fixed) * f / (1.0 - f) + fixed
     total = rest + comp[UNCORE]
 
-    dies = spec.technology.dies if spec.technology else 1
+    dies = db.dies
     # A die whose off-chip interfaces need more edge than its contents give it is made
     # larger (pad-limited): each square die grows to a side of edge / (4 dies).
     padded = dies * (edge / (4.0 * dies)) ** 2
@@ -204,7 +204,8 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False) -> AreaResul
     for i in np.flatnonzero(big):
         pad = (f" (pad-limited: its off-chip interfaces need {edge[i]:.0f} mm of die edge)"
                if pad[i] > 0 else "")
-        reason[i] = f"a die of {die[i]:.0f} mm2{pad} exceeds the {tech.reticle:.0f} mm2 reticle"
+        reason[i] = (f"a die of {die[i]:.0f} mm2{pad} exceeds the {tech.reticle:.0f} mm2 "
+                     "reticle")
     published = spec.technology.die_area if spec.technology else None
     return AreaResult(hardware=spec.name, node=tech.node, components=comp, total_mm2=total,
                       edge_needed_mm=edge, perimeter_mm=perimeter, die_mm2=die,

@@ -1,46 +1,24 @@
 """DesignBatch: N hardware designs as arrays, built from one spec plus overrides.
 
-A design is the base spec with some fields replaced, given as dotted paths
-(`compute.units`, `memory.L2.capacity`, `memory[2].bandwidth`,
-`compute.matrix.peak_per_unit.bf16`, `interconnect.link_bandwidth` ...), each holding one
-value or an array of N values. The batch holds every quantity the performance model reads as
-an array over designs ([N], or [N, L] for memory levels), in SI units. No I/O.
+A design is the base spec with some fields replaced, given as paths of the design
+vocabulary (`dse.spec.vocabulary`: `compute.units`, `memory.L2.capacity`,
+`memory[2].bandwidth`, `compute.matrix.peak_per_unit.bf16`, `tdp` ...), each holding one
+value or N values (numbers in SI units, or strings with units). The vocabulary checks each
+value against its field's rules; coupled quantities follow their cause (HBM stacks scale
+capacity and bandwidth, the clock scales per-cycle quantities, units scale per-unit ones).
+The batch holds every quantity the models read as an array over designs ([N], or [N, L] for
+memory levels), in SI units. No I/O.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from dse import units
 from dse.errors import DseError
 from dse.spec.hardware import CHANNEL_INTERFACES, HBM_INTERFACES, PRECISIONS, HardwareSpec
-
-# Scalar fields that can be overridden, with the unit kind used to read string values.
-_SCALARS = {
-    "compute.units": None,
-    "compute.clock": units.FREQUENCY,
-    "compute.op_overhead": units.TIME,
-    "compute.matrix.achievable.fraction": None,
-    "interconnect.links": None,
-    "interconnect.link_bandwidth": units.BANDWIDTH,
-    "interconnect.latency": units.TIME,
-    "interconnect.collective_overhead": units.TIME,
-    "interconnect.achievable.fraction": None,
-    "interconnect.scale_out_bandwidth": units.BANDWIDTH,
-    "interconnect.scale_out_latency": units.TIME,
-}
-_ENGINE = re.compile(r"^compute\.(matrix|vector)\.(peak|peak_per_unit)\.([a-z0-9]+)$")
-_FRACTION = re.compile(r"^compute\.matrix\.achievable\.per_precision\.([a-z0-9]+)$")
-_LEVEL = re.compile(
-    r"^memory(?:\.([^.\[\]]+)|\[(\d+)\])\."
-    r"(capacity|bandwidth|achievable\.fraction|stacks|channels)$")
-_LEVEL_KIND = {"capacity": units.BYTES, "bandwidth": units.BANDWIDTH,
-               "achievable.fraction": None, "stacks": None, "channels": None}
-_INTEGER = ("compute.units", "interconnect.links")
-_INTEGER_SUFFIX = (".stacks", ".channels")
+from dse.spec.vocabulary import COUPLED, canonical, convert, terms
 
 
 @dataclass(frozen=True)
@@ -74,6 +52,11 @@ class DesignBatch:
     collective_overhead: np.ndarray  # [N] s per collective call
     scale_out_bandwidth: np.ndarray  # [N] B/s per chip per direction
     scale_out_latency: np.ndarray  # [N] s
+    tdp: np.ndarray  # [N] W (NaN: none given)
+    dies: np.ndarray  # [N] compute dies in the package
+    lanes_per_link: np.ndarray  # [N] SerDes lanes per chip-to-chip link (NaN: not given)
+    host_link_bandwidth: np.ndarray  # [N] B/s per direction (0: no host link)
+    host_link_lanes: np.ndarray  # [N] (NaN: not given)
     topology: str | None
     chips_per_node: int
     overrides: dict[str, np.ndarray] = field(default_factory=dict)
@@ -88,116 +71,86 @@ class DesignBatch:
         return np.where(self.resident[None, :], self.capacity, 0.0)
 
 
-def _value(path: str, value: object, kind: units.Kind | None, clock: float | None) -> np.ndarray:
-    """An override value as a float array: numbers are SI, strings carry units."""
-    items = value if isinstance(value, list | tuple | np.ndarray) else [value]
-    out = []
-    for item in np.asarray(items, dtype=object).ravel():
-        if isinstance(item, str):
-            if kind is None:
-                try:
-                    item = float(item)
-                except ValueError:
-                    raise DseError(f"--set {path}: expected a plain number, found "
-                                   f"'{item}'") from None
-            else:
-                try:
-                    item = units.to_kind(item, kind, clock_hz=clock)
-                except ValueError as e:
-                    raise DseError(f"--set {path}: {e}") from None
-        try:
-            out.append(float(item))  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise DseError(f"--set {path}: expected a number, found {item!r}") from None
-    arr = np.asarray(out, dtype=float)
-    if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise DseError(f"--set {path}: expected finite non-negative values")
-    if (path in _INTEGER or path.endswith(_INTEGER_SUFFIX)) and np.any(arr != np.round(arr)):
-        raise DseError(f"--set {path}: expected whole numbers")
-    if (path == "compute.units" or path.endswith((".capacity", ".bandwidth", ".clock"))
-            or "peak" in path) and np.any(arr <= 0):
-        raise DseError(f"--set {path}: expected positive values")
-    if "fraction" in path and np.any((arr <= 0) | (arr > 1)):
-        raise DseError(f"--set {path}: expected a fraction in (0, 1]")
-    return arr.reshape(np.shape(value)) if isinstance(value, np.ndarray) else arr
+# Fields the models read as one value for every design; a study cannot vary them yet.
+_FIXED = ("compute.matrix.tile.", "compute.matrix.register_file", "interconnect.chips_per_node",
+          "technology.as_built.")
 
 
-def _level_of(spec: HardwareSpec, name: str | None, index: str | None, path: str) -> int:
-    names = [lv.name for lv in spec.memory]
-    if index is not None:
-        if int(index) >= len(names):
-            raise DseError(f"--set {path}: {spec.name} has {len(names)} memory levels "
-                           f"(memory[0] .. memory[{len(names) - 1}])")
-        return int(index)
-    if name not in names:
-        raise DseError(f"--set {path}: {spec.name} has no memory level '{name}'; expected "
-                       f"one of: {', '.join(names)}")
-    return names.index(name)
+class _Values:
+    """The overrides of one batch: reads a path's N values (an override, else the spec's
+    value) and remembers which overrides were read, so none is silently ignored."""
 
+    def __init__(self, spec: HardwareSpec, overrides: dict[str, object]):
+        self.spec = spec
+        self.parsed: dict[str, np.ndarray] = {}
+        self.per_cycle: set[str] = set()
+        clock0 = spec.compute.clock
+        for key, value in overrides.items():
+            path, term = canonical(spec, key)
+            if path in self.parsed:
+                raise DseError(f"--set {key}: {path} is given twice")
+            if path.startswith(_FIXED):
+                raise DseError(f"--set {path}: the model reads one value of this field for "
+                               "every design, so it cannot be varied yet")
+            items = value if isinstance(value, list | tuple | np.ndarray) else [value]
+            cyc = [isinstance(v, str) and "cycle" in v for v in np.asarray(items,
+                                                                           dtype=object).ravel()]
+            if any(cyc) and not all(cyc):
+                raise DseError(f"--set {path}: give every value per cycle or none")
+            if any(cyc):
+                self.per_cycle.add(path)
+            self.parsed[path] = convert(path, term, value, 1.0 if any(cyc) else clock0)
+        sizes = {a.size for a in self.parsed.values() if a.size != 1}
+        if len(sizes) > 1:
+            raise DseError("overrides have different lengths "
+                           f"({', '.join(str(s) for s in sorted(sizes))}); give one value or "
+                           "N values for every path")
+        self.n = sizes.pop() if sizes else 1
+        self.read: set[str] = set()
+        self.clock = self.get("compute.clock", clock0 or 0.0)
+        if "compute.clock" in self.parsed and clock0 is None and spec.per_cycle:
+            raise DseError("--set compute.clock: the spec gives no clock to scale its "
+                           "per-cycle quantities from")
+        self.clock_ratio = self.clock / clock0 if clock0 else np.ones(self.n)
 
-def column_name(path: str) -> str:
-    """Table column of an override path: the path with its SI unit as a suffix
-    (`memory.L2.capacity_bytes`, `compute.clock_hz`); plain numbers keep the bare path."""
-    kind = _SCALARS.get(path, "unknown")
-    if kind == "unknown":
-        m = _LEVEL.match(path)
-        if m:
-            kind = _LEVEL_KIND[m.group(3)]
-        elif _ENGINE.match(path):
-            kind = units.OPS_PER_CYCLE if ".peak_per_unit." in path else units.FLOP_RATE
-        else:
-            kind = None
-    return f"{path}_{kind.suffix}" if kind is not None and kind.suffix else path
+    def given(self, path: str) -> bool:
+        return path in self.parsed
 
+    def get(self, path: str, default: float | None) -> np.ndarray:
+        """[N] values of `path`: the override, else `default` (the spec's value; NaN for
+        None), which follows the clock if the spec gives it per cycle."""
+        if path in self.parsed:
+            self.read.add(path)
+            out = np.broadcast_to(self.parsed[path].ravel(), (self.n,)).astype(float)
+            return out * self.clock if path in self.per_cycle else out
+        out = np.full(self.n, np.nan if default is None else float(default))
+        if path in self.spec.per_cycle and "compute.clock" in self.parsed:
+            out = out * self.clock_ratio
+        return out
 
-SUPPORTED_PATHS = (
-    "compute.units, compute.clock, compute.op_overhead, compute.matrix.peak.<precision>, "
-    "compute.matrix.peak_per_unit.<precision>, compute.vector.peak[_per_unit].<precision>, "
-    "compute.matrix.achievable.fraction, compute.matrix.achievable.per_precision.<precision>, "
-    "memory.<level>.capacity|bandwidth|achievable.fraction|stacks|channels (or memory[i].…), "
-    "interconnect.links|link_bandwidth|latency|collective_overhead|achievable.fraction|"
-    "scale_out_bandwidth|scale_out_latency")
+    def check_all_read(self) -> None:
+        for path in self.parsed:
+            if path not in self.read:
+                raise DseError(f"--set {path}: no model reads this field, so varying it "
+                               "would change nothing")
+
+    def finite(self, what: str, values: np.ndarray) -> None:
+        if not np.all(np.isfinite(values)):
+            raise DseError(f"--set: {what} overflows for some designs (beyond the range of "
+                           "a float); check the values given")
 
 
 def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None) -> DesignBatch:
     """The designs `spec` with each override applied. All override arrays must have the same
-    length N (scalars broadcast); no overrides gives one design."""
-    overrides = dict(overrides or {})
-    c = spec.compute
-    clock0 = c.clock
-    parsed: dict[str, np.ndarray] = {}
-    for path, value in overrides.items():
-        kind = _SCALARS.get(path, "unknown")
-        if kind == "unknown":
-            m = _LEVEL.match(path)
-            if m:
-                kind = _LEVEL_KIND[m.group(3)]
-            elif _ENGINE.match(path):
-                kind = units.OPS_PER_CYCLE if path.split(".")[2] == "peak_per_unit" \
-                    else units.FLOP_RATE
-                if _ENGINE.match(path).group(3) not in PRECISIONS:  # type: ignore[union-attr]
-                    raise DseError(f"--set {path}: unknown precision; expected one of: "
-                                   f"{', '.join(PRECISIONS)}")
-            elif _FRACTION.match(path):
-                kind = None
-            else:
-                raise DseError(f"--set {path}: not a field that can be varied; supported: "
-                               f"{SUPPORTED_PATHS}")
-        parsed[path] = _value(path, value, kind, clock0)
-    sizes = {a.size for a in parsed.values() if a.size != 1}
-    if len(sizes) > 1:
-        raise DseError("overrides have different lengths "
-                       f"({', '.join(str(s) for s in sorted(sizes))}); give one value or N "
-                       "values for every path")
-    n = sizes.pop() if sizes else 1
-
-    def get(path: str, default: float | None) -> np.ndarray:
-        if path in parsed:
-            return np.broadcast_to(parsed[path].ravel(), (n,)).astype(float)
-        return np.full(n, np.nan if default is None else float(default))
-
-    units_ = get("compute.units", c.units)
-    clock = get("compute.clock", clock0 or 0.0)
+    length N (scalars broadcast); no overrides gives one design. Bad paths or values raise
+    DseError with one line."""
+    if overrides is not None and not isinstance(overrides, dict):
+        raise DseError(f"overrides: expected a mapping of dotted paths to values, found a "
+                       f"{type(overrides).__name__}")
+    v = _Values(spec, dict(overrides or {}))
+    n, c = v.n, spec.compute
+    units_ = v.get("compute.units", c.units)
+    clock = v.clock
 
     def engine(name: str) -> dict[str, np.ndarray]:
         eng = getattr(c, name)
@@ -207,77 +160,118 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
             fixed = eng.peak.get(p) if eng else None
             pu_path = f"compute.{name}.peak_per_unit.{p}"
             fx_path = f"compute.{name}.peak.{p}"
-            if pu_path in parsed or (per_unit is not None and fx_path not in parsed):
-                if clock0 is None and pu_path in parsed and "compute.clock" not in parsed:
+            if v.given(pu_path) and v.given(fx_path):
+                raise DseError(f"--set {pu_path}: give the {p} peak one way, per unit or "
+                               "as a chip total")
+            if v.given(pu_path) or (per_unit is not None and not v.given(fx_path)):
+                if c.clock is None and not v.given("compute.clock"):
                     raise DseError(f"--set {pu_path}: a per-cycle peak needs compute.clock")
-                out[p] = get(pu_path, per_unit) * units_ * clock
-            elif fx_path in parsed or fixed is not None:
-                out[p] = get(fx_path, fixed)
+                out[p] = v.get(pu_path, per_unit) * units_ * clock
+            elif v.given(fx_path) or fixed is not None:
+                out[p] = v.get(fx_path, fixed)
+            if p in out:
+                v.finite(f"the {name} peak at {p}", out[p])
         return out
 
     matrix_peak, vector_peak = engine("matrix"), engine("vector")
     ach = c.matrix.achievable
-    base_frac = get("compute.matrix.achievable.fraction", ach.fraction if ach else 1.0)
-    matrix_fraction = {
-        p: get(f"compute.matrix.achievable.per_precision.{p}",
-               ach.per_precision.get(p) if ach and p in ach.per_precision else None)  # type: ignore[operator]
-        for p in PRECISIONS}
-    matrix_fraction = {p: np.where(np.isnan(v), base_frac, v) for p, v in matrix_fraction.items()}
+    base_frac = v.get("compute.matrix.achievable.fraction", ach.fraction if ach else 1.0)
+    matrix_fraction = {}
+    for p in PRECISIONS:
+        own = v.get(f"compute.matrix.achievable.per_precision.{p}",
+                    ach.per_precision.get(p) if ach else None)  # type: ignore[call-overload]
+        matrix_fraction[p] = np.where(np.isnan(own), base_frac, own)
 
     cap_unit, bw_unit, frac, stacks, channels = [], [], [], [], []
-    for i, lv in enumerate(spec.memory):
-        def lget(field_: str, default: float, i: int = i, lv=lv) -> np.ndarray:
-            for key in (f"memory.{lv.name}.{field_}", f"memory[{i}].{field_}"):
-                if key in parsed:
-                    return get(key, None)
-            return np.full(n, float(default))
-        cap_unit.append(lget("capacity", lv.capacity))
-        bw_unit.append(lget("bandwidth", lv.bandwidth))
-        frac.append(lget("achievable.fraction", lv.achievable.fraction if lv.achievable else 1.0))
-        stacks.append(lget("stacks", lv.stacks or 0))
-        channels.append(lget("channels", lv.channels or 0))
-    for path in parsed:
-        m = _LEVEL.match(path)
-        if m:
-            level = spec.memory[_level_of(spec, m.group(1), m.group(2), path)]
-            if m.group(3) == "stacks" and level.interface not in HBM_INTERFACES:
-                raise DseError(f"--set {path}: level '{level.name}' is not an HBM level")
-            if m.group(3) == "channels" and level.interface not in CHANNEL_INTERFACES:
-                raise DseError(f"--set {path}: level '{level.name}' has no DDR, LPDDR or "
+    for lv in spec.memory:
+        at = f"memory.{lv.name}"
+        scale = np.ones(n)
+        for cause, effects in COUPLED.items():
+            if not v.given(f"{at}.{cause}"):
+                continue
+            if cause == "stacks" and lv.interface not in HBM_INTERFACES:
+                raise DseError(f"--set {at}.stacks: level '{lv.name}' is not an HBM level")
+            if cause == "channels" and lv.interface not in CHANNEL_INTERFACES:
+                raise DseError(f"--set {at}.channels: level '{lv.name}' has no DDR, LPDDR or "
                                "GDDR interface")
+            old = getattr(lv, cause)
+            if old is None and not all(v.given(f"{at}.{e}") for e in effects):
+                raise DseError(f"--set {at}.{cause}: '{lv.name}' gives no {cause} to scale "
+                               f"its {' and '.join(effects)} from; give them too")
+            if old is not None:
+                scale = v.get(f"{at}.{cause}", None) / old
+        cap_unit.append(v.get(f"{at}.capacity", lv.capacity) if v.given(f"{at}.capacity")
+                        else v.get(f"{at}.capacity", lv.capacity) * scale)
+        bw_unit.append(v.get(f"{at}.bandwidth", lv.bandwidth) if v.given(f"{at}.bandwidth")
+                       else v.get(f"{at}.bandwidth", lv.bandwidth) * scale)
+        frac.append(v.get(f"{at}.achievable.fraction",
+                          lv.achievable.fraction if lv.achievable else 1.0))
+        stacks.append(v.get(f"{at}.stacks", lv.stacks or 0))
+        channels.append(v.get(f"{at}.channels", lv.channels or 0))
     per_unit = np.array([lv.scope == "per_unit" for lv in spec.memory])
     mult = np.where(per_unit[None, :], units_[:, None], 1.0)
     cap_u = np.stack(cap_unit, axis=1)
     peak_bandwidth = np.stack(bw_unit, axis=1) * mult
     bandwidth = peak_bandwidth * np.stack(frac, axis=1)
+    v.finite("a memory level's capacity or bandwidth", cap_u * mult)
+    v.finite("a memory level's bandwidth", peak_bandwidth)
 
     ic = spec.interconnect
-    links = get("interconnect.links", ic.links if ic else 0)
-    return DesignBatch(
+    hl = ic.host_link if ic else None
+    tech = spec.technology
+    batch = DesignBatch(
         spec=spec, n=n, units=units_, clock=clock,
         matrix_peak=matrix_peak, vector_peak=vector_peak, matrix_fraction=matrix_fraction,
         tile=(c.matrix.tile.m, c.matrix.tile.n, c.matrix.tile.k) if c.matrix.tile else None,
         register_file=c.matrix.register_file,
-        op_overhead=get("compute.op_overhead", c.op_overhead or 0.0),
+        op_overhead=v.get("compute.op_overhead", c.op_overhead or 0.0),
         level_names=tuple(lv.name for lv in spec.memory),
         level_kinds=tuple(lv.kind for lv in spec.memory),
         resident=np.array([lv.holds_resident for lv in spec.memory]),
         per_unit=per_unit, stacks=np.stack(stacks, axis=1), channels=np.stack(channels, axis=1),
         peak_bandwidth=peak_bandwidth,
         capacity=cap_u * mult, unit_capacity=cap_u, bandwidth=bandwidth,
-        link_bandwidth=get("interconnect.link_bandwidth",
-                           (ic.link_bandwidth or 0.0) if ic else 0.0),
-        links=links,
-        link_latency=get("interconnect.latency", (ic.latency or 0.0) if ic else 0.0),
-        link_fraction=get("interconnect.achievable.fraction",
-                          ic.achievable.fraction if ic and ic.achievable else 1.0),
-        collective_overhead=get("interconnect.collective_overhead",
-                                (ic.collective_overhead or 0.0) if ic else 0.0),
-        scale_out_bandwidth=get("interconnect.scale_out_bandwidth",
-                                (ic.scale_out_bandwidth or 0.0) if ic else 0.0),
-        scale_out_latency=get("interconnect.scale_out_latency",
-                              (ic.scale_out_latency or 0.0) if ic else 0.0),
+        link_bandwidth=v.get("interconnect.link_bandwidth",
+                             (ic.link_bandwidth or 0.0) if ic else 0.0),
+        links=v.get("interconnect.links", ic.links if ic else 0),
+        link_latency=v.get("interconnect.latency", (ic.latency or 0.0) if ic else 0.0),
+        link_fraction=v.get("interconnect.achievable.fraction",
+                            ic.achievable.fraction if ic and ic.achievable else 1.0),
+        collective_overhead=v.get("interconnect.collective_overhead",
+                                  (ic.collective_overhead or 0.0) if ic else 0.0),
+        scale_out_bandwidth=v.get("interconnect.scale_out_bandwidth",
+                                  (ic.scale_out_bandwidth or 0.0) if ic else 0.0),
+        scale_out_latency=v.get("interconnect.scale_out_latency",
+                                (ic.scale_out_latency or 0.0) if ic else 0.0),
+        tdp=v.get("tdp", spec.tdp),
+        dies=v.get("technology.dies", tech.dies if tech else 1),
+        lanes_per_link=v.get("interconnect.lanes_per_link", ic.lanes_per_link if ic else None),
+        host_link_bandwidth=v.get("interconnect.host_link.bandwidth",
+                                  hl.bandwidth if hl else 0.0),
+        host_link_lanes=v.get("interconnect.host_link.lanes", hl.lanes if hl else None),
         topology=ic.topology if ic else None,
         chips_per_node=ic.chips_per_node if ic else 1,
-        overrides={k: np.broadcast_to(v.ravel(), (n,)) for k, v in parsed.items()},
+        overrides={k: np.broadcast_to(a.ravel(), (n,)) for k, a in v.parsed.items()},
     )
+    if "interconnect.links" in v.parsed and (ic is None or ic.link_bandwidth is None) \
+            and not v.given("interconnect.link_bandwidth") and np.any(batch.links > 0):
+        raise DseError("--set interconnect.links: links need interconnect.link_bandwidth")
+    v.check_all_read()
+    return batch
+
+
+def column_name(path: str) -> str:
+    """Table column of an override path: the path with its SI unit as a suffix
+    (`memory.L2.capacity_bytes`, `compute.clock_hz`); plain numbers keep the bare path."""
+    for pattern, term in terms().items():
+        parts, want = path.split("."), pattern.split(".")
+        if pattern.startswith("memory.<level>."):
+            tail = pattern.removeprefix("memory.<level>")
+            ok = path.startswith("memory.") and path.endswith(tail)
+        else:
+            ok = len(parts) == len(want) and all(
+                w.startswith("<") or w == p for w, p in zip(want, parts, strict=True))
+        if ok:
+            kind = term.kind
+            return f"{path}_{kind.suffix}" if kind is not None and kind.suffix else path
+    return path

@@ -217,7 +217,7 @@ def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, per_op: dict, out
     # Static power leaks from the transistors: padding added for die edge holds none.
     content = die.total_mm2 - die.components.get(PADDING, 0.0)
     pw = chip_power(chip_energy.total, step, tech.energy.static.per_area * content,
-                    db.spec.tdp)
+                    db.tdp)
     s = np.where(np.isfinite(pw.stretch), pw.stretch, 1.0)
     m = {k: (v * s if k in _TIME_METRICS else v / s) for k, v in raw.items()}
     system_w = chips * pw.power_w
@@ -241,7 +241,7 @@ def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, per_op: dict, out
             why.append(str(die.reason[i]))
         if not pw.feasible[i]:
             why.append(f"static power {pw.static_w[i]:.0f} W of a {die.total_mm2[i]:.0f} mm2 "
-                       f"die exceeds the {db.spec.tdp:.0f} W TDP")
+                       f"die exceeds the {db.tdp[i]:.0f} W TDP")
         reason[i] = "; ".join(why)
     return m, pw.limited, chip_energy, reason, pw.feasible & die.feasible
 

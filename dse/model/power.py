@@ -108,17 +108,14 @@ class PowerResult:
 
 
 def chip_power(energy_j: np.ndarray, step_s: np.ndarray, static_w: np.ndarray,
-               tdp_w: float | None) -> PowerResult:
+               tdp_w: np.ndarray) -> PowerResult:
     """Average power per chip from dynamic energy per step, step time and static power,
-    capped at `tdp_w` by stretching the step (first-order DVFS)."""
+    capped at `tdp_w` ([N] W, NaN: no cap) by stretching the step (first-order DVFS)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         dynamic = np.where(step_s > 0, energy_j / step_s, 0.0)
     demand = static_w + dynamic
-    if tdp_w is None:
-        ones = np.ones_like(demand)
-        return PowerResult(demand, static_w, demand, ones, np.zeros(len(demand), bool),
-                           np.ones(len(demand), bool))
-    headroom = tdp_w - static_w
+    capped = np.isfinite(tdp_w)
+    headroom = np.where(capped, tdp_w - static_w, np.inf)
     feasible = headroom > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         stretch = np.where(feasible, np.maximum(1.0, dynamic / np.where(feasible, headroom,

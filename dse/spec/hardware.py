@@ -7,10 +7,12 @@ given per compute unit; `chip_*` helpers give the chip totals. This module does 
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, PrivateAttr, model_validator
 
+from dse import units
 from dse.spec.types import (
     Area,
     Bandwidth,
@@ -21,6 +23,7 @@ from dse.spec.types import (
     Power,
     Spec,
     Time,
+    TimeOrZero,
 )
 
 Precision = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
@@ -49,7 +52,16 @@ def interface_family(interface: str | None) -> str | None:
 
 
 Topology = Literal["switch", "fully_connected", "ring", "torus2d", "torus3d", "mesh"]
-Fraction = Annotated[float, Field(gt=0, le=1)]
+def _normal(value: float) -> float:
+    """Reject denormal floats: a fraction of 1e-320 is a typo, and arithmetic on it turns
+    every rate it scales into zero."""
+    if 0 < abs(value) < sys.float_info.min:
+        raise ValueError(f"expected a normal number, found {value!r} (below the smallest "
+                         "normal float)")
+    return value
+
+
+Fraction = Annotated[float, Field(gt=0, le=1), AfterValidator(_normal)]
 
 
 class Achievable(Spec):
@@ -133,7 +145,7 @@ class Compute(Spec):
     """Matrix engines."""
     vector: Engine | None = None
     """Vector/SIMD units (softmax, norms, dequantization), where published."""
-    op_overhead: Time | None = None
+    op_overhead: TimeOrZero | None = None
     """Fixed time every operator (kernel) costs on top of its roofline time: launch,
     scheduling, pipeline fill and drain, end-of-kernel synchronisation. Seconds; omitted
     means none is charged (statically scheduled dataflow chips)."""
@@ -241,7 +253,7 @@ class Interconnect(Spec):
     """Number of chip-to-chip links on the chip (0: none)."""
     link_bandwidth: Bandwidth | None = None
     """Bandwidth of one link, per direction, B/s."""
-    latency: Time | None = None
+    latency: TimeOrZero | None = None
     """Latency of one chip-to-chip hop (one step of a ring collective), seconds."""
     topology: Topology | None = None
     """How chips in a node connect: switch (NVSwitch), fully_connected (a direct link to
@@ -250,8 +262,8 @@ class Interconnect(Spec):
     """Chips reachable over the scale-up links (a node, a pod slice)."""
     scale_out_bandwidth: Bandwidth | None = None
     """Network bandwidth per chip to other nodes, per direction, B/s."""
-    scale_out_latency: Time | None = None
-    collective_overhead: Time | None = None
+    scale_out_latency: TimeOrZero | None = None
+    collective_overhead: TimeOrZero | None = None
     """Fixed cost of one collective call (all-reduce, all-gather) beyond its per-step
     latency and its bytes: the communication library's launch and synchronisation, s."""
     achievable: Achievable | None = None
@@ -313,6 +325,10 @@ class Technology(Spec):
     """Published transistor count."""
     as_built: AsBuilt | None = None
     """The die as built, where the product fuses off part of it."""
+    same_die: bool = False
+    """This design is its `base:`'s silicon (another product or bin of the same die): it
+    inherits the base's die_area, transistors and as_built. Without it a derived design is
+    a new die and inherits none of them."""
 
 
 class HardwareSpec(Spec):
@@ -332,6 +348,40 @@ class HardwareSpec(Spec):
     technology: Technology | None = None
     tdp: Power | None = None
     """Thermal design power (board or module), W."""
+    _per_cycle: frozenset[str] = PrivateAttr(default_factory=frozenset)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_per_cycle(cls, data: object, handler):
+        spec = handler(data)
+        if isinstance(data, dict):
+            spec._per_cycle = frozenset(_per_cycle_paths(data, ""))
+        return spec
+
+    @property
+    def per_cycle(self) -> frozenset[str]:
+        """Paths of the quantities this spec gives per cycle other than peak_per_unit
+        (`memory.L1.bandwidth` given as "128 B/cycle"): they follow compute.clock when a
+        design varies it."""
+        return self._per_cycle
+
+
+
+def _per_cycle_paths(data: object, prefix: str) -> list[str]:
+    """Dotted paths of the per-cycle quantities (other than peak_per_unit) in raw data."""
+    out: list[str] = []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key == "peak_per_unit":
+                continue
+            out += _per_cycle_paths(value, f"{prefix}{key}.")
+    elif isinstance(data, list):
+        for item in data:
+            if isinstance(item, dict) and isinstance(item.get("name"), str):
+                out += _per_cycle_paths(item, f"{prefix}{item['name']}.")
+    elif isinstance(data, str) and units.is_per_cycle(data):
+        out.append(prefix.rstrip("."))
+    return out
 
 
 def hierarchy_issues(spec: HardwareSpec) -> list[tuple[tuple[str | int, ...], str]]:
@@ -351,6 +401,12 @@ def hierarchy_issues(spec: HardwareSpec) -> list[tuple[tuple[str | int, ...], st
             issues.append((("memory", i, "kind"),
                            f"a {outer.kind} level cannot sit outside a {inner.kind} level "
                            f"(memory[{i - 1}] '{inner.name}'); list levels innermost first"))
+    for what in ("matrix", "vector"):
+        engine = getattr(spec.compute, what)
+        for p, v in (engine.peak_per_unit.items() if engine else ()):
+            if not v * spec.compute.units * (spec.compute.clock or 0.0) < float("inf"):
+                issues.append((("compute", what, "peak_per_unit", p),
+                               "units x clock x this peak is beyond the range of a float"))
     built = spec.technology.as_built if spec.technology else None
     if built is not None:
         issues.extend(_as_built_issues(spec, built))

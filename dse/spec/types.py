@@ -34,6 +34,7 @@ def _quantity(kind: Kind, positive: bool) -> BeforeValidator:
         except UnitError as e:
             raise PydanticCustomError("quantity", "{msg}", {"msg": str(e)}) from None
 
+    parse.quantity = (kind, positive)  # type: ignore[attr-defined]  # read by vocabulary
     return BeforeValidator(parse)
 
 

@@ -1,0 +1,301 @@
+"""The design vocabulary: every numeric field of the hardware schema as a dotted path, with
+its unit, whether it is a whole number, and the range it can physically take.
+
+The terms are derived from the schema (`HardwareSpec` and the models it nests), not kept by
+hand: a field added to the schema is a term at once. `--set`, the Python API
+(`design_batch(spec, overrides)`) and study parameters name a term by its path and obey the
+same rules; YAML derivation (`base:`) obeys them through the schema itself.
+
+Paths: `compute.units`, `compute.matrix.peak_per_unit.bf16`, `memory.L2.capacity` (or
+`memory[1].capacity`), `interconnect.link_bandwidth`, `tdp` ... A `<precision>` segment
+takes any precision of the schema, a `<level>` segment any memory level name of the design.
+
+Coupled quantities follow their cause (`COUPLED`): changing an HBM level's `stacks` (or a
+DRAM level's `channels`) scales its capacity and bandwidth per stack (channel) unless those
+are given too; `compute.clock` scales every quantity the spec gives per cycle;
+`compute.units` scales per-unit rates and per-unit memory levels by construction. No I/O.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import types
+import typing
+from dataclasses import dataclass
+
+import numpy as np
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic import BaseModel
+
+from dse import units
+from dse.errors import DseError
+from dse.spec.hardware import PRECISIONS, HardwareSpec
+
+PRECISION_SLOT = "<precision>"
+LEVEL_SLOT = "<level>"
+# Cause -> fields of the same memory level that scale with it unless also given.
+COUPLED = {"stacks": ("capacity", "bandwidth"), "channels": ("capacity", "bandwidth")}
+
+
+@dataclass(frozen=True)
+class Term:
+    """One variable quantity of a design."""
+
+    pattern: str  # dotted path with <precision> / <level> slots
+    kind: units.Kind | None  # unit kind of string values; None: a plain number
+    integer: bool
+    gt: float | None
+    ge: float | None
+    le: float | None
+    lt: float | None
+    doc: str
+
+    def describe_range(self) -> str:
+        parts = []
+        if self.gt is not None:
+            parts.append(f"> {self.gt:g}")
+        if self.ge is not None:
+            parts.append(f">= {self.ge:g}")
+        if self.lt is not None:
+            parts.append(f"< {self.lt:g}")
+        if self.le is not None:
+            parts.append(f"<= {self.le:g}")
+        what = "a whole number" if self.integer else (
+            f"a {self.kind.name} like '{self.kind.example}'" if self.kind else "a number")
+        return what + (f" {' and '.join(parts)}" if parts else "")
+
+
+def _unwrap_optional(ann: typing.Any) -> typing.Any:
+    if typing.get_origin(ann) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(ann) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return ann
+
+
+def _leaf(ann: typing.Any, metadata: list) -> tuple[typing.Any, list]:
+    """The bare type of an annotation and every constraint on it (Annotated layers)."""
+    ann = _unwrap_optional(ann)
+    meta = list(metadata)
+    while typing.get_origin(ann) is typing.Annotated:
+        base, *extra = typing.get_args(ann)
+        for item in extra:
+            meta.extend(getattr(item, "metadata", []) or [item])
+        ann = _unwrap_optional(base)
+    return ann, meta
+
+
+def _term(pattern: str, ann: typing.Any, meta: list, doc: str) -> Term | None:
+    bounds: dict[str, float | None] = {"gt": None, "ge": None, "le": None, "lt": None}
+    kind = None
+    for m in meta:
+        for cls, key in ((Gt, "gt"), (Ge, "ge"), (Le, "le"), (Lt, "lt")):
+            if isinstance(m, cls):
+                bounds[key] = float(getattr(m, key))
+        q = getattr(getattr(m, "func", None), "quantity", None)
+        if q is not None:
+            kind, positive = q
+            bounds["gt" if positive else "ge"] = 0.0
+    if ann is bool or (ann not in (int, float) and kind is None):
+        return None
+    return Term(pattern, kind, ann is int, bounds["gt"], bounds["ge"], bounds["le"],
+                bounds["lt"], doc)
+
+
+def _walk(model: type[BaseModel], prefix: str, out: dict[str, Term]) -> None:
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        doc = (info.description or "").split("\n")[0]
+        ann, meta = _leaf(info.annotation, info.metadata)
+        origin = typing.get_origin(ann)
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            _walk(ann, f"{path}.", out)
+        elif origin is list:
+            (item,) = typing.get_args(ann)
+            item, _ = _leaf(item, [])
+            if isinstance(item, type) and issubclass(item, BaseModel):
+                _walk(item, f"{path}.{LEVEL_SLOT}.", out)
+        elif origin is dict:
+            key, value = typing.get_args(ann)
+            slot = PRECISION_SLOT if set(typing.get_args(key)) == set(PRECISIONS) \
+                else LEVEL_SLOT
+            value, vmeta = _leaf(value, [])
+            if isinstance(value, type) and issubclass(value, BaseModel):
+                _walk(value, f"{path}.{slot}.", out)
+            elif (t := _term(f"{path}.{slot}", value, vmeta, doc)) is not None:
+                out[t.pattern] = t
+        elif (t := _term(path, ann, meta, doc)) is not None:
+            out[t.pattern] = t
+
+
+@functools.cache
+def terms() -> dict[str, Term]:
+    """Every numeric field of the hardware schema, by path pattern."""
+    out: dict[str, Term] = {}
+    _walk(HardwareSpec, "", out)
+    return out
+
+
+_INDEXED = re.compile(r"^memory\[(\d+)\]")
+
+
+def canonical(spec: HardwareSpec, path: str) -> tuple[str, Term]:
+    """(`path` with memory[i] written as memory.<name>, its term); DseError when `path` names
+    no numeric field of the schema, or an unknown level or precision."""
+    if not isinstance(path, str) or not path:
+        raise DseError(f"override {path!r}: expected a dotted path such as "
+                       "memory.L2.capacity")
+    names = [lv.name for lv in spec.memory]
+    m = _INDEXED.match(path)
+    if m:
+        i = int(m.group(1))
+        if i >= len(names):
+            raise DseError(f"--set {path}: {spec.name} has {len(names)} memory levels "
+                           f"(memory[0] .. memory[{len(names) - 1}])")
+        path = f"memory.{names[i]}{path[m.end():]}"
+    table = terms()
+    for pattern, term in table.items():
+        if _matches(pattern, path, spec, names):
+            return path, term
+    raise DseError(f"--set {path}: {_why_not(path, spec, names)}")
+
+
+def _slot_values(slot: str, names: list[str]) -> tuple[str, ...]:
+    return PRECISIONS if slot == PRECISION_SLOT else tuple(names)
+
+
+def _matches(pattern: str, path: str, spec: HardwareSpec, names: list[str]) -> bool:
+    if pattern.startswith("memory.<level>."):  # level names may contain dots: match the tail
+        tail = pattern.removeprefix("memory.<level>")
+        return (path.startswith("memory.") and path.endswith(tail)
+                and path[len("memory."):-len(tail)] in names)
+    p_parts, parts = pattern.split("."), path.split(".")
+    if len(p_parts) != len(parts):
+        return False
+    for want, got in zip(p_parts, parts, strict=True):
+        if want in (PRECISION_SLOT, LEVEL_SLOT):
+            if want == PRECISION_SLOT and got not in PRECISIONS:
+                return False
+            if want == LEVEL_SLOT and pattern.startswith("technology.") and got not in names:
+                return False
+        elif want != got:
+            return False
+    return True
+
+
+def _why_not(path: str, spec: HardwareSpec, names: list[str]) -> str:
+    """The closest explanation of an unknown path."""
+    from dse.spec.messages import suggest
+
+    if path.startswith("memory."):
+        level = next((n for n in sorted(names, key=len, reverse=True)
+                      if path.startswith(f"memory.{n}.")), None)
+        fields = [p.removeprefix("memory.<level>.") for p in terms()
+                  if p.startswith("memory.<level>.")]
+        if level is None:
+            rest = path[len("memory."):]
+            tail = next((f for f in sorted(fields, key=len, reverse=True)
+                         if rest.endswith(f".{f}")), None)
+            guess = rest[:-len(tail) - 1] if tail else rest.split(".")[0]
+            return (f"{spec.name} has no memory level '{guess}'{suggest(guess, names)}; "
+                    f"expected one of: {', '.join(names)}")
+        field = path[len(f"memory.{level}."):]
+        return (f"memory level '{level}' has no numeric field '{field}'"
+                f"{suggest(field, fields)}; expected one of: {', '.join(fields)}")
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        if part not in PRECISIONS and any(p.split(".")[i:i + 1] == [PRECISION_SLOT]
+                                          and p.split(".")[:i] == parts[:i]
+                                          for p in terms()):
+            return f"unknown precision '{part}'; expected one of: {', '.join(PRECISIONS)}"
+    shown = list(terms())
+    return (f"not a field that can be varied{suggest(path, shown)}; "
+            f"expected one of: {', '.join(shown)}")
+
+
+def convert(path: str, term: Term, value: object, clock_hz: float | None) -> np.ndarray:
+    """An override value (a number, a string with a unit, or a list / array of them) as a
+    float array in the field's internal unit, checked against the field's rules."""
+    if isinstance(value, np.ndarray):
+        items = list(value.ravel())
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        items = [value]
+    if not items:
+        raise DseError(f"--set {path}: expected at least one value")
+    out = np.empty(len(items))
+    for j, item in enumerate(items):
+        out[j] = _one(path, term, item, clock_hz)
+    if isinstance(value, np.ndarray):
+        out = out.reshape(value.shape)
+    return out
+
+
+def _one(path: str, term: Term, item: object, clock_hz: float | None) -> float:
+    expect = term.describe_range()
+    if isinstance(item, bool | np.bool_) or item is None:
+        raise DseError(f"--set {path}: expected {expect}, found {item!r}")
+    if isinstance(item, str):
+        text = item.strip()
+        if term.kind is not None and not _plain_number(text):
+            try:
+                v = units.to_kind(text, term.kind, clock_hz=clock_hz, positive=False)
+            except units.UnitError as e:
+                raise DseError(f"--set {path}: {e}") from None
+        else:
+            try:
+                v = float(text) if not term.integer or not text.lstrip("-").isdigit() \
+                    else int(text)
+            except ValueError:
+                raise DseError(f"--set {path}: expected {expect}, found '{item}'") from None
+    elif isinstance(item, int | float | np.integer | np.floating):
+        v = item
+    else:
+        raise DseError(f"--set {path}: expected {expect}, found a {type(item).__name__}")
+    try:
+        f = float(v)
+    except OverflowError:
+        raise DseError(f"--set {path}: expected {expect}, found a number beyond the range "
+                       "of a float") from None
+    if not math.isfinite(f):
+        raise DseError(f"--set {path}: expected {expect}, found {f} (not finite)")
+    if term.integer and f != round(f):
+        raise DseError(f"--set {path}: expected a whole number, found {f:g}")
+    bad = ((term.gt is not None and not f > term.gt) or (term.ge is not None and f < term.ge)
+           or (term.le is not None and f > term.le) or (term.lt is not None and not f < term.lt))
+    if bad:
+        raise DseError(f"--set {path}: expected {expect}, found {f:g}")
+    if f != 0 and abs(f) < _SMALLEST_NORMAL:
+        raise DseError(f"--set {path}: expected {expect}, found {f:g} (below the smallest "
+                       "normal float: a value this small is a typo)")
+    return f
+
+
+# Values below this are denormal: arithmetic on them loses precision and a rate or fraction
+# this small turns every time into infinity.
+_SMALLEST_NORMAL = float(np.finfo(float).tiny)
+
+
+def _plain_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def variable_paths(spec: HardwareSpec) -> list[str]:
+    """Every path a design of `spec` can vary, with its level names and precisions filled in
+    (for help texts and error messages)."""
+    names = [lv.name for lv in spec.memory]
+    out = []
+    for pattern in terms():
+        paths = [pattern]
+        for slot in (LEVEL_SLOT, PRECISION_SLOT):
+            paths = [p.replace(slot, v, 1) for p in paths for v in _slot_values(slot, names)] \
+                if any(slot in p for p in paths) else paths
+        out.extend(paths)
+    return out

@@ -1,0 +1,293 @@
+"""op_times against a frozen copy of the straightforward implementation it replaced.
+
+`_reference_op_times` is the original [N, I, L]-array formulation of the roofline (kept
+here verbatim, with the module's constants), the specification the fast version must
+reproduce: same times, compute terms, traffic, bound codes and missing-rate flags, on the
+inputs `evaluate` really builds (captured by wrapping `op_times` during `dse.evaluate`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import numpy as np
+import pytest
+
+import dse
+from dse.model.batch import DesignBatch
+from dse.model.performance import (
+    DEQUANT_SLOTS,
+    KV,
+    TILE_BYTES_PER_ELEMENT,
+    A,
+    ChipOps,
+    G,
+    OpTimes,
+    W,
+    executed_precision,
+    op_times,
+)
+from dse.workloads.optable import MATRIX_KINDS
+
+EVALUATE = importlib.import_module("dse.model.evaluate")
+
+
+# --- frozen reference ---------------------------------------------------------------------
+
+def _ref_rate(table: dict[str, np.ndarray], dtype: str, n: int) -> np.ndarray:
+    p = executed_precision(table, dtype)
+    return table[p] if p in table else np.full(n, np.nan)
+
+
+def _ref_rates(batch: DesignBatch, dtypes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = batch.n
+    m_cols, v_cols = {}, {}
+    for dt in set(dtypes):
+        p = executed_precision(batch.matrix_peak, dt)
+        vector = _ref_rate(batch.vector_peak, dt, n)
+        matrix = batch.matrix_peak[p] * batch.matrix_fraction[p] if p in batch.matrix_peak \
+            else vector
+        vector = np.where(np.isnan(vector), matrix, vector)
+        m_cols[dt], v_cols[dt] = matrix, vector
+    return (np.stack([m_cols[d] for d in dtypes], axis=1),
+            np.stack([v_cols[d] for d in dtypes], axis=1))
+
+
+def _ref_tile_utilization(shape: np.ndarray, tile: tuple[int, int, int] | None) -> np.ndarray:
+    if tile is None:
+        return np.ones(len(shape))
+    util = np.ones(len(shape))
+    for j, t in enumerate(tile):
+        dim = np.maximum(shape[:, j], 1.0)
+        util *= dim / (np.ceil(dim / t) * t)
+    return util
+
+
+def _ref_reread(batch: DesignBatch, shape: np.ndarray,
+                matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n_, lv = batch.n, batch.levels
+    side = np.empty((n_, lv, 2))
+    tile = batch.tile
+    if batch.register_file:
+        side[:, 0, :] = np.sqrt(batch.register_file / TILE_BYTES_PER_ELEMENT)
+    else:
+        side[:, 0, 0] = tile[1] if tile else np.inf
+        side[:, 0, 1] = tile[0] if tile else np.inf
+    if lv > 1:
+        t = np.sqrt(batch.unit_capacity[:, :-1] / TILE_BYTES_PER_ELEMENT)
+        side[:, 1:, 0] = t
+        side[:, 1:, 1] = t
+    m_dim = np.maximum(shape[:, 0], 1.0)[None, :, None]
+    n_dim = np.maximum(shape[:, 1], 1.0)[None, :, None]
+    ra = np.maximum(np.ceil(n_dim / side[:, None, :, 0]), 1.0)
+    rb = np.maximum(np.ceil(m_dim / side[:, None, :, 1]), 1.0)
+    mask = matrix[None, :, None]
+    return np.where(mask, ra, 1.0), np.where(mask, rb, 1.0)
+
+
+def _reference_op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
+                        act_home: np.ndarray) -> OpTimes:
+    n_, lv = batch.n, batch.levels
+    levels = np.arange(lv)
+    is_matrix = np.isin(ops.kind, MATRIX_KINDS)
+    m_rate, v_rate = _ref_rates(batch, ops.dtype)
+    util = _ref_tile_utilization(ops.shape, batch.tile)
+    matrix_rate = m_rate * util[None, :]
+    if batch.vector_peak:
+        matrix_rate = np.maximum(matrix_rate, v_rate)
+    fp32_vector = _ref_rate(batch.vector_peak, "fp32", n_)
+    fp32_vector = np.where(np.isnan(fp32_vector), v_rate.min(axis=1) if v_rate.size
+                           else np.nan, fp32_vector)
+    quantized = np.isin(ops.wdtype, list(DEQUANT_SLOTS)) & ~np.isin(ops.dtype, ["int8", "int4"])
+    slots = np.array([DEQUANT_SLOTS.get(w, 0.0) for w in ops.wdtype]) * quantized * is_matrix
+    weight_elems = ops.shape[:, 1] * ops.shape[:, 2] * np.maximum(ops.shape[:, 3], 1.0)
+    dequant = (slots * weight_elems)[None, :] * 2.0 / fp32_vector[:, None]
+    compute = np.where(is_matrix[None, :], ops.flops[None, :] / matrix_rate,
+                       ops.flops[None, :] / v_rate) + dequant
+    missing = np.any(np.isnan(compute) & (ops.flops > 0)[None, :], axis=1)
+    compute = np.nan_to_num(compute, nan=np.inf)
+
+    def passing(share: np.ndarray) -> np.ndarray:
+        through = np.flip(np.cumsum(np.flip(share, axis=-1), axis=-1), axis=-1)
+        return through if through.ndim == 3 else through[:, None, :]
+
+    through_w = passing(home["weights"])
+    through_kv = passing(home["kv_cache"])
+    through_act = (levels[None, None, :] <= act_home[:, :, None]).astype(float)
+    ra, rb = _ref_reread(batch, ops.shape, is_matrix)
+    r, w = ops.read, ops.written
+    traffic = (r[None, :, W, None] * rb * through_w
+               + r[None, :, KV, None] * rb * through_kv
+               + w[None, :, KV, None] * through_kv
+               + (r[None, :, A, None] * ra + w[None, :, A, None]
+                  + (r + w)[None, :, G, None]) * through_act)
+    traffic[:, :, 0] += ops.onchip[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mem = np.where(traffic > 0, traffic / batch.bandwidth[:, None, :], 0.0)
+    terms = np.concatenate([compute[:, :, None], mem], axis=2)
+    roof = terms.max(axis=2)
+    overhead = ops.launches[None, :] * batch.op_overhead[:, None]
+    bound = np.where(overhead > roof, -1, np.argmax(terms, axis=2))
+    time = roof + overhead
+    return OpTimes(time=time, compute=compute, traffic=traffic, bound=bound,
+                   missing_rate=missing)
+
+
+# --- real inputs --------------------------------------------------------------------------
+
+CHIPS = ("h100-sxm", "a100-sxm-80gb", "groq-lpu", "gh200")
+WORKLOADS = {
+    "llama2-70b-decode": ("llama2-70b", dict(phase="decode", batch=1, seq_in=1024,
+                                             seq_out=128, precision="bf16", chips=2, tp=2)),
+    "llama2-7b-prefill-w4a16": ("llama2-7b", dict(phase="prefill", precision="w4a16")),
+    "mixtral-serve-64": ("mixtral-8x7b", dict(phase="serve", batch=64)),
+    "bert-large-inference-8": ("bert-large", dict(phase="inference", batch=8)),
+    "gemm-4096": ("gemm:4096x4096x4096", {}),
+}
+
+
+def _overrides(chip: str, n: int) -> dict[str, np.ndarray] | None:
+    """n designs varying the unit count, the L2 (else first level) capacity and the first
+    DRAM (else last level) bandwidth."""
+    if n == 1:
+        return None
+    spec = dse.load_hardware(chip)
+    names = [lv.name for lv in spec.memory]
+    kinds = [lv.kind for lv in spec.memory]
+    cap = names.index("L2") if "L2" in names else 0
+    bw = kinds.index("dram") if "dram" in kinds else len(names) - 1
+    rng = np.random.default_rng(1)
+    return {
+        "compute.units": rng.integers(max(spec.compute.units // 2, 1),
+                                      spec.compute.units * 2 + 1, n),
+        f"memory[{cap}].capacity": spec.memory[cap].capacity * rng.uniform(0.25, 4.0, n),
+        f"memory[{bw}].bandwidth": spec.memory[bw].bandwidth * rng.uniform(0.5, 3.0, n),
+    }
+
+
+def _capture(chip: str, workload: str, n: int) -> list[tuple]:
+    """The (batch, ops, home, act_home) of every op_times call one evaluate() makes."""
+    wl_name, kwargs = WORKLOADS[workload]
+    calls = []
+    real = EVALUATE.op_times
+
+    def spy(batch, ops, home, act_home):
+        calls.append((batch, ops, home, act_home))
+        return real(batch, ops, home, act_home)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(EVALUATE, "op_times", spy)
+        dse.evaluate(dse.load_hardware(chip), dse.load_workload(wl_name),
+                     overrides=_overrides(chip, n), **kwargs)
+    assert calls
+    return calls
+
+
+def _assert_same(got: OpTimes, want: OpTimes) -> None:
+    for name in ("time", "compute", "traffic"):
+        g, w = getattr(got, name), getattr(want, name)
+        assert g.shape == w.shape, name
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=0, err_msg=name)
+    assert got.bound.shape == want.bound.shape
+    np.testing.assert_array_equal(got.bound, want.bound)
+    np.testing.assert_array_equal(got.missing_rate, want.missing_rate)
+
+
+@pytest.mark.parametrize("n", [1, 40])
+@pytest.mark.parametrize("workload", list(WORKLOADS))
+@pytest.mark.parametrize("chip", CHIPS)
+def test_matches_reference(chip, workload, n):
+    for batch, ops, home, act_home in _capture(chip, workload, n):
+        assert batch.n == n
+        _assert_same(op_times(batch, ops, home, act_home),
+                     _reference_op_times(batch, ops, home, act_home))
+
+
+@pytest.fixture(scope="module")
+def decode_inputs():
+    return _capture("h100-sxm", "llama2-70b-decode", 40)[0]
+
+
+@pytest.fixture(scope="module")
+def prefill_inputs():
+    return _capture("gh200", "llama2-7b-prefill-w4a16", 40)[0]
+
+
+@pytest.mark.xfail(strict=True, reason="op_times takes [I] operator arrays only")
+def test_per_design_operator_arrays(decode_inputs, prefill_inputs):
+    """Operator quantities given per design ([N, I], [N, I, C], [N, I, 4]) broadcast like
+    their [I] forms; rows that differ give each design its own operators."""
+    for batch, ops, home, act_home in (decode_inputs, prefill_inputs):
+        n = batch.n
+
+        def per_design(a: np.ndarray, n: int = n) -> np.ndarray:
+            return np.broadcast_to(a, (n, *a.shape)).copy()
+
+        wide = dataclasses.replace(
+            ops, flops=per_design(ops.flops), read=per_design(ops.read),
+            written=per_design(ops.written), shape=per_design(ops.shape),
+            onchip=per_design(ops.onchip), launches=per_design(ops.launches))
+        _assert_same(op_times(batch, wide, home, act_home),
+                     _reference_op_times(batch, ops, home, act_home))
+
+        # Design k runs operators scaled by k + 1 (batch size, say): row k of the result is
+        # the reference's row k on those operators.
+        scale = np.arange(1, n + 1, dtype=float)
+        varied = dataclasses.replace(
+            ops, flops=ops.flops[None, :] * scale[:, None],
+            read=ops.read[None] * scale[:, None, None],
+            written=ops.written[None] * scale[:, None, None],
+            shape=ops.shape[None] * np.array([1.0, 0.0, 0.0, 0.0]) * scale[:, None, None]
+            + ops.shape[None] * np.array([0.0, 1.0, 1.0, 1.0]),
+            onchip=ops.onchip[None, :] * scale[:, None])
+        got = op_times(batch, varied, home, act_home)
+        for k in (0, 1, n // 2, n - 1):
+            ops_k = dataclasses.replace(
+                ops, flops=varied.flops[k], read=varied.read[k], written=varied.written[k],
+                shape=varied.shape[k], onchip=varied.onchip[k])
+            want = _reference_op_times(batch, ops_k, home, act_home)
+            for name in ("time", "compute", "traffic"):
+                np.testing.assert_allclose(getattr(got, name)[k], getattr(want, name)[k],
+                                           rtol=1e-12, atol=0, err_msg=name)
+            np.testing.assert_array_equal(got.bound[k], want.bound[k])
+            assert got.missing_rate[k] == want.missing_rate[k]
+
+
+def test_home_per_design_only(decode_inputs):
+    """Homes given as [N, L] (the same for every operator) broadcast over the operators."""
+    batch, ops, home, act_home = decode_inputs
+    flat = {k: v[:, 0, :] if v.ndim == 3 else v for k, v in home.items()}
+    _assert_same(op_times(batch, ops, flat, act_home),
+                 _reference_op_times(batch, ops, flat, act_home))
+
+
+@pytest.mark.parametrize("variant", ["no_vector", "no_rate", "no_tile", "overhead",
+                                     "varying_l1", "all_dram"])
+def test_unusual_chips(decode_inputs, prefill_inputs, variant):
+    """Chips without vector units, without any rate for the precision (missing_rate), without
+    a tile or register file, with a large fixed cost per operator, with a per-unit level
+    that varies per design, and with every activation in DRAM."""
+    for batch, ops, home, act_home in (decode_inputs, prefill_inputs):
+        n = batch.n
+        if variant == "no_vector":
+            batch = dataclasses.replace(batch, vector_peak={})
+        elif variant == "no_rate":
+            batch = dataclasses.replace(batch, vector_peak={}, matrix_peak={
+                "fp64": batch.matrix_peak["fp64"]})
+        elif variant == "no_tile":
+            batch = dataclasses.replace(batch, tile=None, register_file=None)
+        elif variant == "overhead":
+            batch = dataclasses.replace(batch, op_overhead=np.linspace(1e-6, 1e-3, n))
+        elif variant == "varying_l1":
+            cap = batch.unit_capacity.copy()
+            cap[:, 0] *= np.linspace(0.01, 100.0, n)
+            batch = dataclasses.replace(batch, unit_capacity=cap)
+        elif variant == "all_dram":
+            act_home = np.full_like(act_home, batch.levels - 1)
+        got = op_times(batch, ops, home, act_home)
+        want = _reference_op_times(batch, ops, home, act_home)
+        _assert_same(got, want)
+        if variant == "no_rate":
+            assert got.missing_rate.all()
+        if variant == "overhead":
+            assert (got.bound == -1).any()

@@ -192,6 +192,18 @@ def _describe(dim: Dim) -> str:
     return "a quantity of another dimension"
 
 
+_LEADING_NUMBER = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*(.*)$")
+
+
+def scale_quantity(value: str, factor: float) -> str:
+    """A quantity string times `factor`, in the same unit ("80 GiB" x 1.2 -> "96 GiB"); the
+    string itself when it has no leading number (the schema then reports it)."""
+    m = _LEADING_NUMBER.match(value)
+    if not m:
+        return value
+    return f"{float(m.group(1)) * factor:.12g} {m.group(2)}".strip()
+
+
 def is_per_cycle(value: str) -> bool:
     """Whether a quantity string is given per clock cycle ("128 B/cycle")."""
     try:

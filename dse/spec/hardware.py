@@ -407,42 +407,52 @@ def hierarchy_issues(spec: HardwareSpec) -> list[tuple[tuple[str | int, ...], st
             if not v * spec.compute.units * (spec.compute.clock or 0.0) < float("inf"):
                 issues.append((("compute", what, "peak_per_unit", p),
                                "units x clock x this peak is beyond the range of a float"))
-    built = spec.technology.as_built if spec.technology else None
-    if built is not None:
-        issues.extend(_as_built_issues(spec, built))
     return issues
 
 
-def _as_built_issues(spec: HardwareSpec, built: AsBuilt) -> list[tuple[tuple[str | int, ...],
-                                                                           str]]:
-    """As-built counts name real levels and are at least what the product enables."""
-    out: list[tuple[tuple[str | int, ...], str]] = []
+Loc = tuple[str | int, ...]
+_FIX = ("raise technology.as_built, or, if this is a new die rather than the base's silicon, "
+        "drop technology.same_die")
+
+
+def as_built_issues(spec: HardwareSpec) -> list[tuple[Loc, Loc, str]]:
+    """As-built counts name real levels and are at least what the product enables. Returns
+    (as-built key path, enabled key path, message): the loader reports each at whichever of
+    the two the user's own file sets (an inherited as_built is wrong because of a value the
+    derived file changed)."""
+    built = spec.technology.as_built if spec.technology else None
+    if built is None:
+        return []
+    out: list[tuple[Loc, Loc, str]] = []
     at = ("technology", "as_built")
     if built.units is not None and built.units < spec.compute.units:
-        out.append(((*at, "units"), f"expected at least compute.units = {spec.compute.units}, "
-                                    f"found {built.units}"))
+        out.append(((*at, "units"), ("compute", "units"),
+                    f"{spec.compute.units} units exceed the {built.units} the die carries "
+                    f"(technology.as_built.units); {_FIX}"))
     ic = spec.interconnect
     if built.links is not None and built.links < (ic.links if ic else 0):
-        out.append(((*at, "links"), f"expected at least interconnect.links = "
-                                    f"{ic.links if ic else 0}, found {built.links}"))
-    levels = {lv.name: lv for lv in spec.memory}
+        out.append(((*at, "links"), ("interconnect", "links"),
+                    f"{ic.links if ic else 0} links exceed the {built.links} the die carries "
+                    f"(technology.as_built.links); {_FIX}"))
+    levels = {lv.name: (i, lv) for i, lv in enumerate(spec.memory)}
     for name, lb in built.memory.items():
         where = (*at, "memory", name)
-        level = levels.get(name)
-        if level is None:
-            out.append((where, f"no memory level named '{name}'; expected one of: "
-                               f"{', '.join(levels)}"))
+        if name not in levels:
+            out.append((where, where, f"no memory level named '{name}'; expected one of: "
+                                      f"{', '.join(levels)}"))
             continue
+        i, level = levels[name]
         for field_ in ("capacity", "stacks", "channels"):
             value, enabled = getattr(lb, field_), getattr(level, field_)
             if value is None:
                 continue
             if enabled is None:
-                out.append(((*where, field_), f"memory level '{name}' gives no {field_} to "
-                                              "build beyond"))
+                out.append(((*where, field_), (*where, field_),
+                            f"memory level '{name}' gives no {field_} to build beyond"))
             elif value < enabled:
-                out.append(((*where, field_), f"expected at least the enabled {field_} of "
-                                              f"'{name}', found less"))
+                out.append(((*where, field_), ("memory", i, field_),
+                            f"the enabled {field_} of '{name}' exceeds what the die carries "
+                            f"(technology.as_built.memory.{name}.{field_}); {_FIX}"))
     return out
 
 

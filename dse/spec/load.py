@@ -16,10 +16,10 @@ from pydantic import BaseModel, ValidationError
 
 from dse.errors import Issue, SpecError
 from dse.spec import hardware, technology, workload
-from dse.spec.messages import issue_at, issues_from
+from dse.spec.messages import issue_at, issues_from, locate
 from dse.spec.types import CLOCK_CONTEXT_KEY
 from dse.spec.yamlpos import LDict, LList, read_yaml
-from dse.units import FREQUENCY, UnitError, to_kind
+from dse.units import FREQUENCY, UnitError, scale_quantity, to_kind
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 LIBRARY_FOLDERS = {"hardware": "hwspecs", "workload": "workloads", "study": "studies",
@@ -150,11 +150,59 @@ def read_resolved(path: Path, kind: str, _stack: tuple[Path, ...] = ()) -> LDict
     base = read_resolved(base_path, kind, (*_stack, here))
     for key in _NOT_INHERITED:
         base.pop(key, None)
+    if kind == "hardware":
+        _drop_die_facts(base, data)
     issues: list[Issue] = []
     merged = _merge(base, data, issues)
     if issues:
         raise SpecError(issues)
+    if kind == "hardware":
+        _couple(base, data, merged)
     return merged
+
+
+# Published facts of a die that a derived design inherits only when it is the same silicon
+# (`technology.same_die: true`).
+_DIE_FACTS = ("die_area", "transistors", "as_built")
+
+
+def _drop_die_facts(base: LDict, data: LDict) -> None:
+    """A derived design is a new die unless it says `technology.same_die: true`: it does not
+    inherit its base's published area, transistor count or as-built spares."""
+    tech = base.get("technology")
+    if not isinstance(tech, LDict):
+        return
+    tech.pop("same_die", None)
+    own = data.get("technology")
+    if isinstance(own, LDict) and own.get("same_die") is True:
+        return
+    for key in _DIE_FACTS:
+        tech.pop(key, None)
+
+
+def _couple(base: LDict, data: LDict, merged: LDict) -> None:
+    """Coupled quantities (dse.spec.vocabulary.COUPLED) on the YAML route: a derived level
+    that changes its HBM stacks or DRAM channels and not its capacity or bandwidth scales
+    them per stack (channel) from the inherited values."""
+    from dse.spec.vocabulary import COUPLED
+
+    mine, inherited, out = data.get("memory"), base.get("memory"), merged.get("memory")
+    if not (_named(mine) and _named(inherited) and _named(out)):
+        return
+    by_name = {item["name"]: item for item in inherited}
+    result = {item["name"]: item for item in out}
+    for item in mine:
+        old, new = by_name.get(item["name"]), result.get(item["name"])
+        if old is None or new is None:
+            continue
+        for cause, effects in COUPLED.items():
+            was, now = old.get(cause), item.get(cause)
+            if not (isinstance(was, int) and isinstance(now, int) and was > 0 and now > 0):
+                continue
+            for effect in effects:
+                if effect not in item and isinstance(old.get(effect), str):
+                    scaled = scale_quantity(old[effect], now / was)
+                    new.put(effect, scaled, item.key_pos[cause], item.val_pos[cause])
 
 
 def validate(schema: type[BaseModel], data: LDict, context: dict[str, Any] | None = None
@@ -179,9 +227,16 @@ def hardware_from_data(data: LDict) -> hardware.HardwareSpec:
     """Validate merged hardware data, including the checks that span memory levels."""
     spec = validate(hardware.HardwareSpec, data, _clock_context(data))
     assert isinstance(spec, hardware.HardwareSpec)
-    problems = hardware.hierarchy_issues(spec)
-    if problems:
-        raise SpecError([issue_at(data, loc, msg) for loc, msg in problems])
+    issues = [issue_at(data, loc, msg) for loc, msg in hardware.hierarchy_issues(spec)]
+    for built_loc, enabled_loc, msg in hardware.as_built_issues(spec):
+        # Report at the value the top-level file sets (its own line), the as-built one first.
+        at = built_loc
+        if locate(data, built_loc)[0].file != data.pos.file \
+                and locate(data, enabled_loc)[0].file == data.pos.file:
+            at = enabled_loc
+        issues.append(issue_at(data, at, msg))
+    if issues:
+        raise SpecError(issues)
     return spec
 
 

@@ -192,6 +192,7 @@ def _describe(dim: Dim) -> str:
     return "a quantity of another dimension"
 
 
+_BITS = re.compile(r"^\s*(\S+?)\s*(k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi)?(?:b|bit|bits)\s*$")
 _LEADING_NUMBER = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*(.*)$")
 
 
@@ -244,6 +245,13 @@ def to_kind(value: object, kind: Kind, *, clock_hz: float | None = None,
             si, dim = si * clock_hz ** (-c), kind.dim
     if dim != kind.dim:
         raise UnitError(f"{expect}, found '{value}' ({_describe(dim)})")
+    if kind.dim == _dim(B=1) and _BITS.match(value):
+        # Capacities are counted in bytes; "80 Gib" is almost always a typo for "80 GiB".
+        m = _BITS.match(value)
+        typo = f"{m.group(1)} {m.group(2) or ''}B"
+        raise UnitError(f"{expect}, found '{value}', which is in bits (b); capacities are in "
+                        f"bytes (B): write '{typo}', or "
+                        f"'{format_quantity(si, BYTES)}' for the same amount")
     if not math.isfinite(si):
         raise UnitError(f"{expect}, found '{value}' (not finite)")
     if 0 < abs(si) < sys.float_info.min:

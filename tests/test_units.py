@@ -51,7 +51,12 @@ def test_area_is_held_in_mm2(text):
 def test_bits_and_bytes():
     assert to_kind("400 Gb/s", units.BANDWIDTH) == pytest.approx(50e9)
     assert to_kind("400 Gbps", units.BANDWIDTH) == pytest.approx(50e9)
-    assert to_kind("8 bit", units.BYTES) == 1.0
+    # A capacity in bits is almost always a typo for bytes (80 Gib for 80 GiB): rejected with
+    # both readings spelled out.
+    with pytest.raises(UnitError, match=r"in bits.*write '80 GiB', or '10 GiB'"):
+        to_kind("80 Gib", units.BYTES)
+    with pytest.raises(UnitError, match="in bits"):
+        to_kind("8 bit", units.BYTES)
 
 
 def test_datasheet_examples():

@@ -401,6 +401,8 @@ def hierarchy_issues(spec: HardwareSpec) -> list[tuple[tuple[str | int, ...], st
             issues.append((("memory", i, "kind"),
                            f"a {outer.kind} level cannot sit outside a {inner.kind} level "
                            f"(memory[{i - 1}] '{inner.name}'); list levels innermost first"))
+    if spec.technology is not None and spec.compute.style is not None:
+        issues.extend(_area_needs(spec))
     for what in ("matrix", "vector"):
         engine = getattr(spec.compute, what)
         for p, v in (engine.peak_per_unit.items() if engine else ()):
@@ -411,6 +413,26 @@ def hierarchy_issues(spec: HardwareSpec) -> list[tuple[tuple[str | int, ...], st
 
 
 Loc = tuple[str | int, ...]
+
+
+def _area_needs(spec: HardwareSpec) -> list[tuple[Loc, str]]:
+    """What the area and power models need of a spec that names a node and a style, checked
+    at load so that a file `dse check` passes also evaluates."""
+    out: list[tuple[Loc, str]] = []
+    for i, level in enumerate(spec.memory):
+        if level.kind != "dram":
+            continue
+        if level.interface is None:
+            out.append((("memory", i), "the area model needs this DRAM level's interface "
+                                       "(hbm3, lpddr5x, ddr5, gddr6, cxl ...)"))
+        elif level.interface in HBM_INTERFACES and level.stacks is None:
+            out.append((("memory", i), f"the area model needs the number of {level.interface} "
+                                       "stacks of this level (stacks: N)"))
+        elif level.interface in CHANNEL_INTERFACES and level.channels is None:
+            out.append((("memory", i), f"the area model needs the number of {level.interface} "
+                                       "channels of this level (channels: N, at the "
+                                       "standard's width)"))
+    return out
 _FIX = ("raise technology.as_built, or, if this is a new die rather than the base's silicon, "
         "drop technology.same_die")
 

@@ -22,7 +22,7 @@ CLOCK_CONTEXT_KEY = "clock_hz"
 class Spec(BaseModel):
     """Base of every user-facing schema: immutable, unknown keys rejected."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=False,
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=False, strict=True,
                               use_attribute_docstrings=True)
 
 

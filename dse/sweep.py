@@ -1,0 +1,166 @@
+"""Sweeps: several design points (scenario fields and hardware overrides, each a list of
+values) evaluated together, one row per point.
+
+Lists combine as a zip (the default: lists of equal length, a one-value list broadcast) or
+as a grid (every combination, the last list varying fastest). Points that share their
+scenario fields are one `dse.evaluate` call whose hardware values are override arrays, so a
+sweep of N designs on one scenario is one vectorized pass. No I/O and no rendering.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dse.errors import DseError
+from dse.model.batch import column_name
+from dse.model.evaluate import Evaluation, evaluate
+from dse.spec.hardware import HardwareSpec
+from dse.spec.technology import TechSpec
+from dse.spec.workload import WorkloadSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# Scenario fields a sweep may set; every other key is a hardware path of the design
+# vocabulary (`memory.L2.capacity`, `compute.units`, ...).
+SCENARIO_FIELDS = ("phase", "batch", "seq_in", "seq_out", "precision", "kv_precision")
+MODES = ("zip", "grid")
+
+
+def option_name(key: str) -> str:
+    """The command-line option that sets `key` (`--seq-in`, `--set memory.L2.capacity`)."""
+    return f"--{key.replace('_', '-')}" if key in SCENARIO_FIELDS else f"--set {key}"
+
+
+def expand(values: dict[str, Any], mode: str = "zip") -> list[dict[str, Any]]:
+    """The design points of `values` (key -> list of values, or one value) combined as a zip
+    or a grid; at least one point."""
+    if mode not in MODES:
+        raise DseError(f"sweep mode: expected one of: {', '.join(MODES)}, found '{mode}'")
+    lists = {k: (list(v) if isinstance(v, list | tuple) else [v]) for k, v in values.items()}
+    for key, items in lists.items():
+        if not items:
+            raise DseError(f"{option_name(key)}: expected at least one value")
+    if mode == "grid":
+        return [dict(zip(lists, combo, strict=True))
+                for combo in itertools.product(*lists.values())]
+    lengths = {k: len(v) for k, v in lists.items() if len(v) > 1}
+    if len(set(lengths.values())) > 1:
+        given = ", ".join(f"{option_name(k)} has {n}" for k, n in lengths.items())
+        raise DseError(f"--zip: lists of values differ in length ({given}); zipped lists need "
+                       "the same length (or one value); --grid combines every value")
+    n = max(lengths.values(), default=1)
+    return [{k: v[i] if len(v) > 1 else v[0] for k, v in lists.items()} for i in range(n)]
+
+
+@dataclass
+class Sweep:
+    """Results of a sweep: `frame` has one row per design point (in the order of the
+    points); row r is design `rows[r][1]` of `evaluations[rows[r][0]]`."""
+
+    points: list[dict[str, Any]]
+    evaluations: list[Evaluation]
+    rows: list[tuple[int, int]]
+    frame: pd.DataFrame
+    varied: tuple[str, ...]  # keys given more than one distinct value, in the given order
+    mode: str
+
+    @property
+    def n(self) -> int:
+        return len(self.rows)
+
+    @property
+    def feasible(self) -> bool:
+        """Whether every design point is feasible."""
+        return bool(self.frame["feasible"].all())
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Every evaluation's warnings, each once, in order."""
+        return tuple(dict.fromkeys(w for ev in self.evaluations for w in ev.warnings))
+
+    def varied_columns(self) -> list[str]:
+        """Frame columns of the varied keys (hardware paths with their unit suffix)."""
+        return [column_of(k) for k in self.varied]
+
+    def op_frame(self) -> pd.DataFrame:
+        """The operators in long form: one row per design point x operator (longest first
+        within a design), with the point's varied values, count, time (total over the
+        count), share of the step, bound, FLOPs and bytes per level (per chip)."""
+        import pandas as pd
+
+        keep = ["design", *self.varied_columns()]
+        records = []
+        for r, (e, i) in enumerate(self.rows):
+            ev = self.evaluations[e]
+            head = {c: self.frame.iloc[r][c] for c in keep if c != "design"}
+            for op in ev.op_records(i):
+                records.append({"design": r, **head, "operator": op["name"],
+                                "count": op["count"], "time_s": op["time_s"],
+                                "share": op["share"], "bound": op["bound"],
+                                "flops": op["flops"],
+                                **{f"bytes_{lv}": v for lv, v in op["bytes"].items()}})
+        return pd.DataFrame.from_records(records)
+
+
+def column_of(key: str) -> str:
+    """The frame column of a sweep key: scenario fields as they are, hardware paths with
+    their SI unit suffix."""
+    return key if key in SCENARIO_FIELDS else column_name(key)
+
+
+def sweep(hw: HardwareSpec, wl: WorkloadSpec, scenario: str | None = None, *,
+          values: dict[str, Any] | None = None, mode: str = "zip", chips: int = 1,
+          tp: int = 1, pp: int = 1, tech: TechSpec | None = None,
+          reticle: bool = True) -> Sweep:
+    """Evaluate every design point of `values` (scenario fields and hardware paths, each a
+    list of values or one value) combined by `mode` (zip or grid) on `scenario` of `wl`.
+    Points with the same scenario fields are one `evaluate` call with their hardware values
+    as override arrays. Bad values raise DseError naming the option."""
+    import pandas as pd
+
+    values = dict(values or {})
+    points = expand(values, mode)
+    groups: dict[tuple, list[int]] = {}
+    for p, point in enumerate(points):
+        key = tuple((k, point[k]) for k in SCENARIO_FIELDS if k in point)
+        groups.setdefault(key, []).append(p)
+    paths = [k for k in values if k not in SCENARIO_FIELDS]
+
+    evaluations: list[Evaluation] = []
+    rows: dict[int, tuple[int, int]] = {}
+    parts = []
+    for key, members in groups.items():
+        overrides = {path: [points[p][path] for p in members] for path in paths}
+        ev = evaluate(hw, wl, scenario, chips=chips, tp=tp, pp=pp, tech=tech,
+                      reticle=reticle, overrides=overrides or None, **dict(key))
+        designs = list(range(len(members))) if ev.n > 1 else [0] * len(members)
+        rows.update({p: (len(evaluations), i) for p, i in zip(members, designs, strict=True)})
+        parts.append(_design_frame(ev).iloc[designs].set_axis(members))
+        evaluations.append(ev)
+    frame = pd.concat(parts).sort_index().reset_index(drop=True)
+    varied = tuple(k for k in values
+                   if len({repr(point[k]) for point in points}) > 1)
+    return Sweep(points=points, evaluations=evaluations, rows=[rows[p] for p in range(len(points))],
+                 frame=frame, varied=varied, mode=mode)
+
+
+def _design_frame(ev: Evaluation) -> pd.DataFrame:
+    """`ev.to_frame()` with the scenario's fields in front and unit-suffixed override
+    columns."""
+    import pandas as pd
+
+    frame = ev.to_frame().rename(columns={p: column_name(p) for p in ev.batch.overrides})
+    sc = ev.scenario
+    scenario = {"scenario": ev.scenario_name, "phase": sc.phase, "batch": sc.batch,
+                "seq_in": sc.seq_in, "seq_out": sc.seq_out, "precision": sc.precision,
+                "kv_precision": sc.kv_precision,
+                "chips": ev.chips, "tp": ev.tp, "pp": ev.pp}
+    hw_cols = [column_name(p) for p in ev.batch.overrides]
+    rest = [c for c in frame.columns if c not in hw_cols]
+    out = frame[hw_cols].copy()
+    for col, value in scenario.items():
+        out[col] = [value] * ev.n
+    return pd.concat([out, frame[rest]], axis=1)

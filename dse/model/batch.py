@@ -166,7 +166,8 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
             if v.given(pu_path) or (per_unit is not None and not v.given(fx_path)):
                 if c.clock is None and not v.given("compute.clock"):
                     raise DseError(f"--set {pu_path}: a per-cycle peak needs compute.clock")
-                out[p] = v.get(pu_path, per_unit) * units_ * clock
+                with np.errstate(over="ignore"):  # an overflow is reported just below
+                    out[p] = v.get(pu_path, per_unit) * units_ * clock
             elif v.given(fx_path) or fixed is not None:
                 out[p] = v.get(fx_path, fixed)
             if p in out:

@@ -131,10 +131,10 @@ def _walk(model: type[BaseModel], prefix: str, out: dict[str, Term]) -> None:
 
 
 @functools.cache
-def terms() -> dict[str, Term]:
-    """Every numeric field of the hardware schema, by path pattern."""
+def terms(schema: type[BaseModel] = HardwareSpec) -> dict[str, Term]:
+    """Every numeric field of a schema (the hardware schema by default), by path pattern."""
     out: dict[str, Term] = {}
-    _walk(HardwareSpec, "", out)
+    _walk(schema, "", out)
     return out
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from dse.errors import DseError
 from dse.model import evaluate
 from dse.spec.load import library_dir, library_names, load_design, load_workload
-from dse.workloads.gemm import is_gemm_name
+from dse.spec.workload import is_gemm_name
 
 COLUMNS = ("id", "hardware", "chips", "tp", "pp", "workload", "phase", "precision", "batch",
            "seq_in", "seq_out", "metric", "value")

@@ -305,27 +305,19 @@ def load_design(ref: str | Path) -> tuple[hardware.HardwareSpec, technology.Tech
     return spec, _node_of(spec, data, path), None
 
 
-_WORKLOAD_SCHEMAS: dict[str, type[BaseModel]] = {
-    "transformer": workload.TransformerSpec, "gemm": workload.GemmSpec}
-
-
 def load_workload(ref: str | Path) -> workload.WorkloadSpec:
     """Load a workload by shipped name ("llama2-7b"), path, or `gemm:MxNxK`."""
-    from dse.workloads.gemm import gemm_from_name, is_gemm_name
-
-    if isinstance(ref, str) and is_gemm_name(ref):
-        return gemm_from_name(ref)
+    if isinstance(ref, str) and workload.is_gemm_name(ref):
+        return workload.gemm_from_name(ref)
     data = read_resolved(resolve(ref, "workload"), "workload")
     kind = data.get("kind")
-    schema = _WORKLOAD_SCHEMAS.get(kind) if isinstance(kind, str) else None
+    schemas = workload.WORKLOAD_SCHEMAS
+    schema = schemas.get(kind) if isinstance(kind, str) else None
     if schema is None:
-        kinds = ", ".join(_WORKLOAD_SCHEMAS)
         loc = ("kind",) if "kind" in data else ()
-        raise SpecError([issue_at(data, loc, f"expected a workload kind ({kinds}), "
-                                             f"found {kind!r}")])
-    spec = validate(schema, data)
-    assert isinstance(spec, workload.TransformerSpec | workload.GemmSpec)
-    return spec
+        raise SpecError([issue_at(data, loc, f"expected a workload kind "
+                                             f"({', '.join(schemas)}), found {kind!r}")])
+    return validate(schema, data)  # type: ignore[return-value]
 
 
 def detect_kind(path: Path, data: dict, _depth: int = 0) -> str:

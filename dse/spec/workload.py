@@ -7,10 +7,12 @@ scenario into an operator table. This module does no I/O.
 
 from __future__ import annotations
 
+import re
 from typing import Literal, get_args
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from dse.errors import DseError
 from dse.spec.types import Spec
 
 Phase = Literal["gemm", "prefill", "decode", "serve", "inference", "training"]
@@ -161,6 +163,28 @@ class GemmSpec(Spec):
 
 
 WorkloadSpec = TransformerSpec | GemmSpec
+# Workload kinds by the `kind:` key of a file. A new kind is a schema class here (or in a
+# module of its own) plus one entry; its lowering registers in dse.workloads.KINDS.
+WORKLOAD_SCHEMAS: dict[str, type[Spec]] = {"transformer": TransformerSpec, "gemm": GemmSpec}
+
+_GEMM_NAME = re.compile(r"^gemm:(\d+)x(\d+)x(\d+)(?:x(\d+))?$")
+
+
+def is_gemm_name(ref: str) -> bool:
+    """Whether a workload reference names a single matrix multiply (`gemm:...`)."""
+    return ref.startswith("gemm:")
+
+
+def gemm_from_name(ref: str) -> GemmSpec:
+    """`gemm:1024x10240x5120` -> M=1024, N=10240, K=5120; four numbers put the batch first."""
+    match = _GEMM_NAME.match(ref)
+    if not match or any(int(g) == 0 for g in match.groups() if g is not None):
+        raise DseError(f"{ref}: expected gemm:MxNxK or gemm:BxMxNxK with positive whole "
+                       "numbers, e.g. gemm:1024x10240x5120")
+    nums = [int(g) for g in match.groups() if g is not None]
+    batch, (m, n, k) = (nums[0], nums[1:]) if len(nums) == 4 else (1, nums)
+    return GemmSpec(name=ref, kind="gemm", source="matrix multiply given by name",
+                    m=m, n=n, k=k, batch=batch)
 
 
 def parameter_counts(m: TransformerSpec) -> dict[str, int]:

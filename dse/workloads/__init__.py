@@ -1,17 +1,48 @@
-"""Workload lowering: a workload spec plus a scenario becomes an operator table."""
+"""Workload lowering: a workload spec plus a scenario becomes an operator table.
+
+Workload kinds are registered in `KINDS` (kind name -> `WorkloadKind`): how to lower a
+scenario, how to check an execution plan against the model (parallel degrees divide what
+they split), and the model's context. A new kind is a module with its schema (registered in
+`dse.spec.workload.WORKLOAD_SCHEMAS`) and its lowering, plus one entry here.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from dse.errors import DseError
-from dse.spec.workload import GemmSpec, Scenario, TransformerSpec, WorkloadSpec
-from dse.workloads.gemm import lower_gemm
+from dse.spec.workload import WORKLOAD_SCHEMAS, Scenario, WorkloadSpec
+from dse.workloads import gemm, transformer
 from dse.workloads.optable import OpTable
 from dse.workloads.transformer import DEFAULT, Counting
-from dse.workloads.transformer import lower as lower_transformer
+
+
+@dataclass(frozen=True)
+class WorkloadKind:
+    """What the model needs to know of one kind of workload."""
+
+    lower: Callable[[Any, Scenario, Counting], OpTable]
+    """The operator table of a spec run as a scenario (batch a number or an [N] array)."""
+    check: Callable[[Any, Scenario, int, int], tuple[list[str], list[str]]]
+    """(errors, warnings) of running a scenario split tp x pp ways."""
+    context: Callable[[Any], int | None]
+    """Longest sequence the model supports (None: no limit or not a sequence model)."""
+
+
+KINDS: dict[str, WorkloadKind] = {
+    "transformer": WorkloadKind(transformer.lower, transformer.check, transformer.context),
+    "gemm": WorkloadKind(gemm.lower_gemm, gemm.check, lambda spec: None),
+}
+assert set(KINDS) == set(WORKLOAD_SCHEMAS), "every workload schema has a lowering"
+
+
+def kind_of(spec: WorkloadSpec) -> WorkloadKind:
+    """The registered kind of a workload spec."""
+    return KINDS[spec.kind]
 
 # The scenario a phase runs when the workload file names none of that phase and the caller
 # names no scenario (`--phase decode` on a model whose file lists only prefill scenarios).
@@ -31,7 +62,7 @@ PHASE_DEFAULTS: dict[str, dict[str, Any]] = {
 
 def _phase_default(spec: WorkloadSpec, phase: str) -> Scenario:
     fields = dict(PHASE_DEFAULTS[phase])
-    context = spec.max_positions if isinstance(spec, TransformerSpec) else None
+    context = kind_of(spec).context(spec)
     if context:
         room = context - int(fields.get("seq_out", 0))
         fields["seq_in"] = min(int(fields.get("seq_in", 0)), max(room, 1))
@@ -96,33 +127,12 @@ def execution_issues(spec: WorkloadSpec, sc: Scenario, tp: int, pp: int
                      ) -> tuple[list[str], list[str]]:
     """(errors, warnings) of running `sc` split `tp` x `pp` ways: parallel degrees must
     divide what they split; lengths beyond the model's context are legal but suspect."""
-    if isinstance(spec, GemmSpec):
-        errors = [f"--{name} {v}: a single gemm is not split across chips (tp and pp are 1)"
-                  for name, v in (("tp", tp), ("pp", pp)) if v > 1]
-        return errors, []
-    errors, warnings = [], []
-    if spec.heads % tp:
-        errors.append(f"--tp {tp}: tensor parallelism splits the {spec.heads} attention heads "
-                      f"of {spec.name}; expected a divisor of {spec.heads}")
-    if pp > spec.layers:
-        errors.append(f"--pp {pp}: pipeline parallelism splits the {spec.layers} layers of "
-                      f"{spec.name}; expected at most {spec.layers} stages")
-    elif spec.layers % pp:
-        warnings.append(f"--pp {pp} does not divide the {spec.layers} layers of {spec.name}: "
-                        f"the longest stage holds {-(-spec.layers // pp)} layers and sets "
-                        "the pace")
-    context = sc.seq_in + (sc.seq_out if sc.phase in ("decode", "serve") else 0)
-    if spec.max_positions and context > spec.max_positions:
-        warnings.append(f"{spec.name}: {context} tokens (seq_in + seq_out) exceed the model's "
-                        f"context of {spec.max_positions} (max_positions)")
-    return errors, warnings
+    return kind_of(spec).check(spec, sc, tp, pp)
 
 
 def lower(spec: WorkloadSpec, scenario: Scenario, counting: Counting = DEFAULT) -> OpTable:
     """The operator table of a workload run as a scenario."""
-    if isinstance(spec, GemmSpec):
-        return lower_gemm(spec, scenario, counting)
     try:
-        return lower_transformer(spec, scenario, counting)
+        return kind_of(spec).lower(spec, scenario, counting)
     except ValueError as e:
         raise DseError(f"{spec.name}: {e}") from None

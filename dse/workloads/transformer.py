@@ -278,3 +278,30 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
         "context_avg": s_in + ((s_out + 1) / 2.0 if generates else 0.0),
     }
     return OpTable.from_rows(b.rows, meta)
+
+
+def context(model: TransformerSpec) -> int | None:
+    """Longest sequence the model supports (max_positions), if given."""
+    return model.max_positions
+
+
+def check(model: TransformerSpec, sc: Scenario, tp: int, pp: int) -> tuple[list[str],
+                                                                           list[str]]:
+    """(errors, warnings) of running `sc` with tensor parallelism `tp` (it splits the
+    attention heads) and `pp` pipeline stages (they split the layers)."""
+    errors, warnings = [], []
+    if model.heads % tp:
+        errors.append(f"--tp {tp}: tensor parallelism splits the {model.heads} attention "
+                      f"heads of {model.name}; expected a divisor of {model.heads}")
+    if pp > model.layers:
+        errors.append(f"--pp {pp}: pipeline parallelism splits the {model.layers} layers of "
+                      f"{model.name}; expected at most {model.layers} stages")
+    elif model.layers % pp:
+        warnings.append(f"--pp {pp} does not divide the {model.layers} layers of "
+                        f"{model.name}: the longest stage holds {-(-model.layers // pp)} "
+                        "layers and sets the pace")
+    length = sc.seq_in + (sc.seq_out if sc.phase in ("decode", "serve") else 0)
+    if model.max_positions and length > model.max_positions:
+        warnings.append(f"{model.name}: {length} tokens (seq_in + seq_out) exceed the "
+                        f"model's context of {model.max_positions} (max_positions)")
+    return errors, warnings

@@ -11,7 +11,7 @@ from dse.errors import DseError, SpecError
 from dse.spec.load import check_file, library_names, load_workload
 from dse.spec.workload import Scenario, TransformerSpec, parameter_counts
 from dse.workloads import lower, scenario_for
-from dse.workloads.gemm import gemm_from_name
+from dse.spec.workload import gemm_from_name
 
 BAD = Path(__file__).resolve().parent.parent / "data" / "bad_workloads"
 

@@ -166,7 +166,7 @@ def workload(
 
     from dse.report import workload_view as view
     from dse.spec.load import load_workload
-    from dse.workloads import lower, scenario_for
+    from dse.workloads import lower, resolve_scenario
     from dse.workloads.transformer import CONVENTIONS
 
     if convention not in CONVENTIONS:
@@ -177,13 +177,15 @@ def workload(
     for b, si, so in itertools.product(_int_list(batch, "--batch"),
                                        _int_list(seq_in, "--seq-in"),
                                        _int_list(seq_out, "--seq-out")):
-        sc = scenario_for(spec, scenario, phase=phase, batch=b, seq_in=si, seq_out=so,
-                          precision=precision)
-        if sc.batch == "max":
-            raise DseError(f"{spec.name}: batch 'max' depends on the hardware; give --batch N "
-                           "(dse eval resolves max)")
+        sc_name, sc = resolve_scenario(spec, scenario, phase=phase, batch=b, seq_in=si,
+                                       seq_out=so, precision=precision)
+        note = None
+        if not isinstance(sc.batch, int):  # max (or best): sized by the hardware
+            note = (f"batch {sc.batch} depends on the hardware; shown per sequence (batch 1); "
+                    "dse eval sizes it")
+            sc = sc.model_copy(update={"batch": 1})
         docs.append(view.workload_document(spec, sc, lower(spec, sc, CONVENTIONS[convention]),
-                                           convention))
+                                           convention, sc_name, note))
     if len(docs) == 1:  # one scenario: its operator table
         doc = docs[0]
         _render(fmt, doc, lambda: view.op_rows(doc), lambda: view.workload_tables(doc))
@@ -192,32 +194,85 @@ def workload(
         _render(fmt, docs, lambda: rows, lambda: view.sweep_table(rows))
 
 
-def _render(fmt: TableFormat, document: Any, csv_rows: Callable[[], list[dict[str, Any]]],
+def _render(fmt: TableFormat, document: Any, csv_rows: Callable[[], Any],
             table: Callable[[], Any]) -> None:
-    """Print JSON of `document`, CSV of `csv_rows()`, or the rich renderable `table()`."""
+    """Print JSON of `document` (or of what it returns, when callable), CSV of `csv_rows()`
+    (records or a DataFrame), or the rich renderable `table()`."""
     if fmt is TableFormat.json:
-        typer.echo(json.dumps(document, indent=2))
+        typer.echo(json.dumps(document() if callable(document) else document, indent=2))
     elif fmt is TableFormat.csv:
         import pandas as pd
 
-        typer.echo(pd.DataFrame(csv_rows()).to_csv(index=False), nl=False)
+        rows = csv_rows()
+        frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)
+        typer.echo(frame.to_csv(index=False), nl=False)
     else:
         from rich.console import Console
 
         Console(width=max(120, Console().width)).print(table())
 
 
-def _overrides(sets: list[str] | None) -> dict[str, object]:
-    """--set path=value[,value...] options as overrides; several values make several designs."""
-    out: dict[str, object] = {}
+def _overrides(sets: list[str] | None) -> dict[str, list[str]]:
+    """--set path=value[,value...] options: path -> its values (several make several
+    designs)."""
+    out: dict[str, list[str]] = {}
     for item in sets or []:
         path, sep, value = item.partition("=")
-        if not sep or not path.strip() or not value.strip():
-            raise DseError(f"--set {item}: expected dotted.path=value, e.g. "
-                           "memory.L2.capacity=96MiB")
         values = [v.strip() for v in value.split(",")]
-        out[path.strip()] = values if len(values) > 1 else values[0]
+        if not sep or not path.strip() or not all(values):
+            raise DseError(f"--set {item}: expected dotted.path=value[,value...], e.g. "
+                           "memory.L2.capacity=96MiB")
+        out[path.strip()] = values
     return out
+
+
+def _batch_words() -> tuple[str, ...]:
+    """The words a scenario accepts as a batch besides whole numbers (max, ...)."""
+    from typing import Literal, get_args, get_origin
+
+    from dse.spec.workload import Scenario
+
+    annotation = Scenario.model_fields["batch"].annotation
+    return tuple(w for a in get_args(annotation) if get_origin(a) is Literal
+                 for w in get_args(a))
+
+
+def _batches(text: str) -> list[int | str]:
+    words = _batch_words()
+    out: list[int | str] = []
+    for item in (v.strip() for v in text.split(",")):
+        if item in words:
+            out.append(item)
+            continue
+        try:
+            out.append(int(item))
+        except ValueError:
+            raise DseError(f"--batch: expected a whole number or {' or '.join(words)} (or "
+                           f"several, comma-separated), found '{text}'") from None
+    return out
+
+
+def _sweep_values(phase: str | None, batch: str | None, seq_in: str | None,
+                  seq_out: str | None, precision: str | None,
+                  sets: list[str] | None) -> dict[str, list[Any]]:
+    """The options of `dse eval` as sweep values: scenario fields, then hardware paths."""
+    values: dict[str, list[Any]] = {}
+    if phase is not None:
+        values["phase"] = [phase]
+    if batch is not None:
+        values["batch"] = _batches(batch)
+    for key, text, option in (("seq_in", seq_in, "--seq-in"), ("seq_out", seq_out, "--seq-out")):
+        if text is not None:
+            values[key] = _int_list(text, option)
+    if precision is not None:
+        values["precision"] = [precision]
+    values.update(_overrides(sets))
+    return values
+
+
+def _records(frame: Any) -> list[dict[str, Any]]:
+    """A frame as JSON-ready records (NaN as null)."""
+    return json.loads(frame.to_json(orient="records", double_precision=15))
 
 
 @app.command(name="eval")
@@ -225,13 +280,16 @@ def _overrides(sets: list[str] | None) -> dict[str, object]:
 def eval_(
     hardware: Annotated[str, typer.Argument(help="Shipped chip name or a path.")],
     workload: Annotated[str, typer.Argument(help="Shipped workload, a path, or gemm:MxNxK.")],
-    scenario: Annotated[str | None, typer.Option(help="Named scenario (default: the first).")]
-    = None,
+    scenario: Annotated[str | None, typer.Option(help="Named scenario (default: the first of "
+                                                      "--phase, else the first).")] = None,
     phase: Annotated[str | None, typer.Option(help="gemm, prefill, decode, serve or "
                                                    "inference.")] = None,
-    batch: Annotated[str | None, typer.Option(help="Sequences per step, or max.")] = None,
-    seq_in: Annotated[int | None, typer.Option("--seq-in", help="Prompt tokens.")] = None,
-    seq_out: Annotated[int | None, typer.Option("--seq-out", help="Generated tokens.")] = None,
+    batch: Annotated[str | None, typer.Option(
+        help="Sequences per step, or max; comma-separated values sweep.")] = None,
+    seq_in: Annotated[str | None, typer.Option(
+        "--seq-in", help="Prompt tokens; comma-separated values sweep.")] = None,
+    seq_out: Annotated[str | None, typer.Option(
+        "--seq-out", help="Generated tokens; comma-separated values sweep.")] = None,
     precision: Annotated[str | None, typer.Option(help="fp32, bf16, fp16, fp8, int8, w8a16, "
                                                        "w4a16.")] = None,
     chips: Annotated[int, typer.Option(help="Chips in the system.")] = 1,
@@ -240,48 +298,52 @@ def eval_(
     sets: Annotated[list[str] | None, typer.Option(
         "--set", help="Override a hardware field: dotted.path=value (with units); "
                       "comma-separated values evaluate several designs.")] = None,
+    grid: Annotated[bool, typer.Option(
+        "--grid/--zip", help="How several comma lists combine: --zip (default) pairs the "
+                             "i-th values (lists of equal length; one value applies to "
+                             "all), --grid evaluates every combination.")] = False,
+    reticle: Annotated[bool, typer.Option(
+        help="A die beyond the reticle (858 mm2) is infeasible.")] = True,
+    ops: Annotated[bool, typer.Option(
+        "--ops", help="Print the operators of every design (CSV, JSON: one row per design "
+                      "and operator).")] = False,
     fmt: Annotated[TableFormat, typer.Option("--format", "-f")] = TableFormat.table,
-    top: Annotated[int, typer.Option(help="Operators shown in the table view.")] = 15,
+    top: Annotated[int, typer.Option(help="Operators shown per design in tables.")] = 15,
 ) -> None:
     """Evaluate a workload scenario on a design: latency, throughput, memory per level, and
-    every operator with the resource that bounds it."""
-    from dse.report.eval_view import eval_document, eval_tables
+    every operator with the resource that bounds it. Comma lists (--batch, --seq-in,
+    --seq-out, --set) evaluate several designs, one row each. Warnings go to stderr.
 
-    b: int | str | None = batch
-    if batch is not None and batch != "max":
-        try:
-            b = int(batch)
-        except ValueError:
-            raise DseError(f"--batch: expected a whole number or max, found '{batch}'") from None
+    Exit codes: 0 every design is feasible; 3 some design is infeasible (the output is
+    printed in full first; `reason` says why); 2 bad input; 1 internal error."""
+    from dse.report import eval_view as view
     from dse.spec.load import load_design
+    from dse.sweep import sweep
 
+    values = _sweep_values(phase, batch, seq_in, seq_out, precision, sets)
     spec, tech, no_power = load_design(hardware)
-    res = dse.evaluate(spec, dse.load_workload(workload), scenario,
-                       phase=phase, batch=b, seq_in=seq_in, seq_out=seq_out,
-                       precision=precision, chips=chips, tp=tp, pp=pp,
-                       overrides=_overrides(sets), tech=tech)
-    if res.n > 1:  # several designs: one row each
-        frame = res.to_frame()
-        docs = [eval_document(res, i, no_power) for i in range(res.n)]
-        _render(fmt, docs, lambda: frame.to_dict("records"), lambda: _frame_table(frame))
-        return
-    doc = eval_document(res, 0, no_power)
-    capacity = dict(zip(res.level_names, res.batch.capacity[0], strict=True))
-    _render(fmt, doc, lambda: [{**{k: v for k, v in r.items() if k != "bytes"},
-                                **{f"bytes_{lv}": v for lv, v in r["bytes"].items()}}
-                               for r in doc["ops"]],
-            lambda: eval_tables(doc, capacity, top))
+    sw = sweep(spec, dse.load_workload(workload), scenario, values=values,
+               mode="grid" if grid else "zip", chips=chips, tp=tp, pp=pp, tech=tech,
+               reticle=reticle)
+    for warning in sw.warnings:
+        _err(f"warning: {warning}")
+    def doc(r: int) -> dict[str, Any]:
+        e, i = sw.rows[r]
+        return view.eval_document(sw.evaluations[e], i, no_power)
 
-
-def _frame_table(frame: Any) -> Any:
-    from rich.table import Table
-
-    table = Table()
-    for col in frame.columns:
-        table.add_column(str(col), justify="right")
-    for row in frame.itertuples(index=False):
-        table.add_row(*(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row))
-    return table
+    if ops:
+        frame = sw.op_frame()
+        _render(fmt, lambda: _records(frame), lambda: frame, lambda: view.ops_table(sw, top))
+    elif sw.n == 1:
+        ev, i = sw.evaluations[sw.rows[0][0]], sw.rows[0][1]
+        capacity = dict(zip(ev.level_names, ev.batch.capacity[i], strict=True))
+        _render(fmt, lambda: doc(0), lambda: sw.frame,
+                lambda: view.eval_tables(doc(0), capacity, top))
+    else:
+        _render(fmt, lambda: [doc(r) for r in range(sw.n)], lambda: sw.frame,
+                lambda: view.sweep_tables(sw))
+    if not sw.feasible:
+        raise typer.Exit(3)
 
 
 @app.command()
@@ -358,7 +420,7 @@ def area(
 def list_specs(
     kind: Annotated[str, typer.Argument(help="hardware, workload or study")] = "hardware",
 ) -> None:
-    """List the shipped specs of a kind."""
+    """List the shipped specs of a kind; workloads with their scenarios, one a line."""
     from dse.spec.load import LIBRARY_FOLDERS, library_names
 
     kinds = [k for k in LIBRARY_FOLDERS if k != "validation"]
@@ -366,6 +428,11 @@ def list_specs(
         raise DseError(f"unknown kind '{kind}'; expected one of: {', '.join(kinds)}")
     for name in library_names(kind):
         typer.echo(name)
+        if kind == "workload":  # its scenarios, one a line; the first is the default
+            from dse.report.workload_view import scenario_lines, scenarios
+
+            for line in scenario_lines(scenarios(dse.load_workload(name))):
+                typer.echo(line)
 
 
 def main() -> None:

@@ -108,7 +108,26 @@ def test_list():
     result = run("list", "hardware")
     assert result.exit_code == 0
     assert "h100-sxm" in result.stdout.split()
+    assert all(not line.startswith(" ") for line in result.stdout.splitlines())
     assert run("list", "gizmos").exit_code == 2
+
+
+def test_list_workload_shows_every_scenario_beneath_its_model():
+    result = run("list", "workload")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    start = lines.index("llama2-7b")
+    block = []
+    for line in lines[start + 1:]:
+        if not line.startswith("  "):
+            break
+        block.append(line.split())
+    names = [words[0] for words in block]
+    assert names == list(dse.load_workload("llama2-7b").scenarios)
+    assert " ".join(block[0]) == "chat-decode decode, batch 1, seq_in 5, seq_out 200, bf16 " \
+        "(default)"
+    assert "(default)" not in " ".join(" ".join(w) for w in block[1:])
+    assert "bert-large" in lines and "  mlperf-offline" in " ".join(lines)
 
 
 def test_workload_json_has_the_published_parameter_count():
@@ -141,7 +160,6 @@ def test_workload_gemm_and_errors():
         (["gemm:1x2"], "expected gemm:MxNxK"),
         (["llama2-7b", "--seq-in", "12a"], "--seq-in: expected whole numbers"),
         (["llama2-7b", "--convention", "nope"], "--convention: expected one of"),
-        (["llama3-8b", "--scenario", "serve-128-2048"], "batch 'max' depends on the hardware"),
         (["llama2-7b", "--phase", "decoding"], "phase"),
         (["no-such-model"], "unknown workload 'no-such-model'"),
     ]:
@@ -149,3 +167,36 @@ def test_workload_gemm_and_errors():
         assert result.exit_code == 2, (args, result.output)
         assert message in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.output
+
+
+def test_workload_lists_its_scenarios_and_marks_the_one_that_ran():
+    result = run("workload", "llama2-70b", "--phase", "prefill")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    marked = {line.split()[0]: line for line in lines if line.startswith("  ")}
+    assert set(marked) >= set(dse.load_workload("llama2-70b").scenarios)
+    assert marked["chat-decode-int8"].endswith("(default)")
+    assert marked["ttft-128-fp16"].endswith("prefill, batch 1, seq_in 128, fp16 (ran)")
+    assert "llama2-70b [ttft-128-fp16: prefill, batch 1, seq_in 128, fp16]" in result.stdout
+    assert result.stdout.index("ttft-128-fp16") < result.stdout.index("Operators")
+    doc = json.loads(run("workload", "llama2-70b", "--phase", "prefill", "-f", "json").stdout)
+    assert doc["scenario"]["name"] == "ttft-128-fp16"
+    assert [s["name"] for s in doc["scenarios"]] == list(
+        dse.load_workload("llama2-70b").scenarios)
+    assert [s["name"] for s in doc["scenarios"] if s["ran"]] == ["ttft-128-fp16"]
+    assert [s["name"] for s in doc["scenarios"] if s["default"]] == ["chat-decode-int8"]
+
+
+def test_workload_with_batch_max_is_shown_per_sequence():
+    result = run("workload", "bert-large", "--phase", "inference", "--seq-in", "128")
+    assert result.exit_code == 0, result.output
+    assert "batch max depends on the hardware; shown per sequence (batch 1)" in result.stdout
+    assert "[mlperf-offline: inference, batch 1, seq_in 128, int8]" in result.stdout
+    one = json.loads(run("workload", "bert-large", "--scenario", "case-study-512",
+                         "--seq-in", "128", "-f", "json").stdout)
+    doc = json.loads(run("workload", "bert-large", "--phase", "inference", "--seq-in", "128",
+                         "-f", "json").stdout)
+    assert doc["scenario"]["batch"] == 1 and "batch max" in doc["note"]
+    assert doc["flops"] == one["flops"]  # same model, length and batch: same count
+    result = run("workload", "llama3-8b", "--scenario", "serve-128-2048", "-f", "csv")
+    assert result.exit_code == 0, result.output

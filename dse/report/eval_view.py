@@ -1,13 +1,21 @@
-"""What `dse eval` prints: the JSON document of one evaluated design and its tables."""
+"""What `dse eval` prints: the JSON document of one evaluated design and its tables, and
+the one-row-per-design table of a sweep."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dse import units
 from dse.model import METRICS, Evaluation
+from dse.model.batch import column_name
 from dse.model.evaluate import POWER_METRICS
+from dse.sweep import SCENARIO_FIELDS, column_of, option_name
+from dse.workloads import describe_scenario
+
+if TYPE_CHECKING:
+    from dse.sweep import Sweep
 
 _METRIC_UNITS = {
     "latency_s": ("latency", units.TIME), "ttft_s": ("time to first token", units.TIME),
@@ -34,11 +42,15 @@ def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> d
     sc = res.scenario
     doc: dict[str, Any] = {
         "hardware": res.hardware, "workload": res.workload,
-        "scenario": {"phase": sc.phase, "batch": sc.batch, "seq_in": sc.seq_in,
+        "scenario": {"name": res.scenario_name, "description": describe_scenario(sc),
+                     "phase": sc.phase, "batch": sc.batch, "seq_in": sc.seq_in,
                      "seq_out": sc.seq_out, "precision": sc.precision,
                      "chips": res.chips, "tp": res.tp, "pp": res.pp,
                      "sequences_per_replica": _num(res.sequences[i])},
-        "overrides": {k: float(v[i]) for k, v in res.batch.overrides.items()},
+        # Every override applied: scenario fields the caller replaced, hardware paths (SI).
+        "overrides": {**res.scenario_overrides,
+                      **{k: float(v[i]) for k, v in res.batch.overrides.items()}},
+        "warnings": list(res.warnings),
         "feasible": bool(res.feasible[i]),
         "reason": str(res.reason[i]) or None,
         "metrics": {m: _num(res.metrics[m][i]) if m in res.metrics else None
@@ -61,22 +73,52 @@ def _fmt(value: float | None, kind: Any) -> str:
     return units.format_quantity(value, kind)
 
 
+def hardware_value(path: str, value: float) -> str:
+    """An override value in SI for people, with the unit its path carries ("96 MiB")."""
+    col = column_name(path)
+    suffix = col[len(path) + 1:] if col != path else ""
+    kind = next((k for k in units.KINDS if suffix and k.suffix == suffix), None)
+    if kind is None:
+        return f"{value:.6g}"
+    return units.format_quantity(float(value), kind)
+
+
+def option_text(key: str, value: Any) -> str:
+    """One override as the option that gives it: `--seq-in 512`, `--set compute.units=96`."""
+    if key in SCENARIO_FIELDS:
+        return f"{option_name(key)} {value}"
+    return f"{option_name(key)}={hardware_value(key, value).replace(' ', '')}"
+
+
+def _chips(chips: int, tp: int, pp: int) -> str:
+    if chips == 1:
+        return "1 chip"
+    return f"{chips} chips (tp {tp}, pp {pp})"
+
+
+def title(doc: dict[str, Any]) -> str:
+    """What ran: `llama2-70b [chat-decode-int8: decode, batch 1, seq_in 5, seq_out 200,
+    w8a16] on h100-sxm, 2 chips (tp 2, pp 1); --phase decode --set compute.units=96`."""
+    sc = doc["scenario"]
+    text = (f"{doc['workload']} [{sc['name']}: {sc['description']}] on {doc['hardware']}, "
+            f"{_chips(sc['chips'], sc['tp'], sc['pp'])}")
+    given = " ".join(option_text(k, v) for k, v in doc["overrides"].items())
+    return f"{text}; {given}" if given else text
+
+
 def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) -> Any:
-    """Headline metrics, memory per level, and the operators ranked by time."""
+    """What ran, headline metrics, memory per level, and the operators ranked by time."""
     from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
     sc = doc["scenario"]
-    title = (f"{doc['workload']} on {doc['hardware']}: {sc['phase']}, batch {sc['batch']}, "
-             f"seq_in {sc['seq_in']}, seq_out {sc['seq_out']}, {sc['precision']}, "
-             f"{sc['chips']} chip(s), tp {sc['tp']}, pp {sc['pp']}")
-    head = Table(title=title, show_header=False, title_justify="left")
+    heading = Text(title(doc), style="bold")
+    head = Table(show_header=False)
     head.add_column("metric")
     head.add_column("value", justify="right")
     if not doc["feasible"]:
-        head.add_row("feasible", "no")
-        head.add_row("reason", doc["reason"])
-        return head
+        return Group(heading, Text(f"infeasible: {doc['reason']}"))
     if sc["sequences_per_replica"] is not None and sc["batch"] == "max":
         head.add_row("sequences per replica (batch max)", f"{sc['sequences_per_replica']:,.0f}")
     for key, (label, kind) in _METRIC_UNITS.items():
@@ -116,4 +158,130 @@ def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) 
     summary.add_column("share", justify="right")
     for b, s in sorted(bound_share.items(), key=lambda kv: -kv[1]):
         summary.add_row(b, f"{s:.1%}")
-    return Group(head, mem, summary, ops)
+    return Group(heading, head, mem, summary, ops)
+
+
+# Headline metrics of a sweep table, by phase: (frame column, header, Kind or None for a
+# rate shown with SI prefixes, its unit in the header).
+_HEADLINE: dict[str, tuple[tuple[str, str, Any], ...]] = {
+    "gemm": (("latency_s", "latency", units.TIME),
+             ("achieved_flop_per_s", "achieved", units.FLOP_RATE)),
+    "prefill": (("ttft_s", "TTFT", units.TIME),
+                ("tokens_per_s_per_chip", "tokens/s\nper chip", None)),
+    "decode": (("latency_s", "latency\nper token", units.TIME),
+               ("output_tokens_per_s", "tokens/s", None),
+               ("tokens_per_s_per_chip", "tokens/s\nper chip", None)),
+    "serve": (("output_tokens_per_s", "tokens/s", None),
+              ("tokens_per_s_per_chip", "tokens/s\nper chip", None),
+              ("latency_s", "step", units.TIME)),
+    "inference": (("samples_per_s", "samples/s", None),
+                  ("tokens_per_s_per_chip", "tokens/s\nper chip", None),
+                  ("latency_s", "latency", units.TIME)),
+}
+_POWER = (("power_w", "power\nper chip", units.POWER),)
+_COUNT = dataclasses.replace(units.FLOP_RATE, unit="")
+
+
+def _header(key: str, width: int = 10) -> str:
+    """A column header for a sweep key, broken at dots into lines of about `width`."""
+    lines = [""]
+    for part in key.replace(".", ". ").split(" "):
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(lines)
+
+
+def _cell(value: Any, kind: Any) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    if kind is None:  # a rate without a Kind: SI prefixes, the unit is in the header
+        return units.format_quantity(float(value), _COUNT).strip()
+    return units.format_quantity(float(value), kind)
+
+
+def _value_cell(key: str, value: Any) -> str:
+    return str(value) if key in SCENARIO_FIELDS else hardware_value(key, value)
+
+
+def sweep_heading(sw: Sweep) -> str:
+    """What a sweep ran: workload, scenario(s), hardware, chips, the options every design
+    shares, and what varies."""
+    ev = sw.evaluations[0]
+    names = ", ".join(dict.fromkeys(e.scenario_name for e in sw.evaluations))
+    first = sw.frame.iloc[0]
+    fixed = [option_text(k, first[column_of(k)]) for k in sw.points[0] if k not in sw.varied]
+    text = f"{ev.workload} [{names}] on {ev.hardware}, {_chips(ev.chips, ev.tp, ev.pp)}"
+    if fixed:
+        text += "; " + " ".join(fixed)
+    joiner = " x " if sw.mode == "grid" else ", "
+    varied = joiner.join(option_name(k) for k in sw.varied) or "nothing"
+    return f"{text}\n{sw.n} design{'s' if sw.n > 1 else ''}, varying {varied} ({sw.mode})"
+
+
+def _table() -> Any:
+    """A compact table: a rule under the header, one space between columns."""
+    from rich import box
+    from rich.table import Table
+
+    return Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
+                 collapse_padding=True)
+
+
+def sweep_tables(sw: Sweep) -> Any:
+    """One row per design: its varied values and the headline metrics of its phase;
+    infeasible designs listed below with the reason."""
+    from rich.console import Group
+    from rich.text import Text
+
+    frame = sw.frame
+    phases = list(dict.fromkeys(frame["phase"]))
+    columns = [c for p in phases for c in _HEADLINE.get(p, ())]
+    columns = list({c[0]: c for c in columns}.values())
+    columns += [c for c in _POWER if c[0] in frame and frame[c[0]].notna().any()]
+    table = _table()
+    table.add_column("#", justify="right", no_wrap=True)
+    for key in sw.varied:
+        table.add_column(_header(key), justify="right", no_wrap=True)
+    for _, header, _kind in columns:
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("feasible", no_wrap=True)
+    notes = []
+    for r, row in enumerate(frame.to_dict("records")):
+        cells = [str(r)]
+        cells += [_value_cell(k, row[column_of(k)]) for k in sw.varied]
+        if "batch" in sw.varied and not isinstance(row["batch"], int):  # max: what it came to
+            cells[sw.varied.index("batch") + 1] += f" {row['sequences_per_replica']:,.0f}"
+        cells += [_cell(row.get(col), kind) for col, _, kind in columns]
+        cells.append("yes" if row["feasible"] else "no")
+        if not row["feasible"]:
+            notes.append(f"#{r}: {row['reason']}")
+        table.add_row(*cells)
+    parts: list[Any] = [Text(sweep_heading(sw), style="bold"), table]
+    if notes:
+        parts.append(Text("infeasible:\n" + "\n".join(notes)))
+    return Group(*parts)
+
+
+def ops_table(sw: Sweep, top: int = 15) -> Any:
+    """The operators of every design (the longest `top` of each), one row each."""
+    from rich.console import Group
+    from rich.text import Text
+
+    ops = sw.op_frame()
+    table = _table()
+    table.add_column("#", justify="right", no_wrap=True)
+    for key in sw.varied:
+        table.add_column(_header(key), justify="right", no_wrap=True)
+    for col in ("operator", "count", "time", "share", "bound", "FLOPs"):
+        table.add_column(col, justify="left" if col in ("operator", "bound") else "right",
+                         no_wrap=True)
+    for _, design in ops.groupby("design", sort=True):
+        for row in design.head(top).to_dict("records"):
+            table.add_row(str(row["design"]),
+                          *(_value_cell(k, row[column_of(k)]) for k in sw.varied),
+                          row["operator"], f"{row['count']:,.0f}",
+                          units.format_quantity(row["time_s"], units.TIME),
+                          f"{row['share']:.1%}", row["bound"], f"{row['flops']:.3g}")
+    return Group(Text(sweep_heading(sw) + f"; operators, longest {top} of each design",
+                      style="bold"), table)

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from dse import units
 from dse.spec.workload import GemmSpec, Scenario, WorkloadSpec, parameter_counts
+from dse.workloads import describe_scenario
 from dse.workloads.optable import OpTable, class_bytes
 
 _BYTE_KEYS = ("weights", "activations", "kv_cache", "total")
@@ -28,10 +29,32 @@ def _bytes(per_class: np.ndarray) -> dict[str, float]:
     return {c: v for c, v in class_bytes(per_class).items() if c in _BYTE_KEYS or v}
 
 
+def scenarios(spec: WorkloadSpec, ran: str | None = None) -> list[dict[str, Any]]:
+    """The workload's scenarios in file order (the first is the default), each with its
+    one-line description; `ran` marks the one that ran (a phase's documented default, named
+    "<phase> (default)", is not in the file and is not listed)."""
+    return [{"name": name, "description": describe_scenario(sc), "default": k == 0,
+             "ran": name == ran, **sc.model_dump()}
+            for k, (name, sc) in enumerate(spec.scenarios.items())]
+
+
+def scenario_lines(entries: list[dict[str, Any]], indent: str = "  ") -> list[str]:
+    """One line per scenario: name, description, (default) and (ran) marks."""
+    width = max((len(e["name"]) for e in entries), default=0)
+    out = []
+    for e in entries:
+        marks = [m for m, on in (("default", e["default"]), ("ran", e.get("ran"))) if on]
+        tail = f" ({', '.join(marks)})" if marks else ""
+        out.append(f"{indent}{e['name']:<{width}}  {e['description']}{tail}")
+    return out
+
+
 def workload_document(spec: WorkloadSpec, scenario: Scenario, table: OpTable,
-                      convention: str) -> dict[str, Any]:
+                      convention: str, name: str | None = None,
+                      note: str | None = None) -> dict[str, Any]:
     """Totals and per-operator rows in SI units. Operator `flops` and `bytes` are totals over
-    the operator's `count` repeats."""
+    the operator's `count` repeats. `name`: the scenario that ran; `note`: how the shown
+    scenario differs from it (batch max lowered per sequence)."""
     ops = []
     for i in range(len(table)):
         ops.append({
@@ -41,7 +64,10 @@ def workload_document(spec: WorkloadSpec, scenario: Scenario, table: OpTable,
             "bytes": _bytes(table.count[i] * table.bytes[i]),
         })
     return {
-        "name": spec.name, "scenario": scenario.model_dump(), "convention": convention,
+        "name": spec.name,
+        "scenario": {"name": name, "description": describe_scenario(scenario),
+                     **scenario.model_dump()},
+        "note": note, "scenarios": scenarios(spec, name), "convention": convention,
         "params": params(spec), "flops": table.total_flops,
         "bytes": _bytes(table.count @ table.bytes),
         "arithmetic_intensity": table.arithmetic_intensity, "ops": ops,
@@ -73,13 +99,21 @@ def _fmt_flops(v: float) -> str:
 
 
 def workload_tables(doc: dict[str, Any]) -> Group:
-    """Headline totals and the operator table, largest FLOPs first."""
+    """The scenarios of the workload, headline totals and the operator table, largest FLOPs
+    first."""
     sc = doc["scenario"]
     head = Text()
+    if doc["scenarios"]:
+        head.append(f"Scenarios of {doc['name']} (--scenario NAME; --phase P picks the first "
+                    "of that phase)\n")
+        head.append("\n".join(scenario_lines(doc["scenarios"])) + "\n\n")
     head.append(doc["name"], style="bold")
-    head.append(f"  {sc['phase']}, batch {sc['batch']}, seq_in {sc['seq_in']}, "
-                f"seq_out {sc['seq_out']}, {sc['precision']}"
-                + (f", convention {doc['convention']}" if doc["convention"] != "default" else ""))
+    head.append(f" [{sc['name']}: {sc['description']}]" if sc.get("name")
+                else f"  {sc['description']}")
+    if doc["convention"] != "default":
+        head.append(f", convention {doc['convention']}")
+    if doc.get("note"):
+        head.append(f"\nnote: {doc['note']}")
     b = doc["bytes"]
     head.append(f"\nparameters {doc['params']:.4g}   FLOPs {_fmt_flops(doc['flops'])}   "
                 f"bytes {_fmt_bytes(b['total'])} (weights {_fmt_bytes(b['weights'])}, "

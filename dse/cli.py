@@ -314,8 +314,7 @@ def eval_(
     every operator with the resource that bounds it. Comma lists (--batch, --seq-in,
     --seq-out, --set) evaluate several designs, one row each. Warnings go to stderr.
 
-    Exit codes: 0 every design is feasible; 3 some design is infeasible (the output is
-    printed in full first; `reason` says why); 2 bad input; 1 internal error."""
+    Exit codes: 0 all feasible; 3 a design is infeasible (printed in full first); 2 bad input."""
     from dse.report import eval_view as view
     from dse.spec.load import load_design
     from dse.sweep import sweep

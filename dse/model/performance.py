@@ -26,6 +26,8 @@ import numpy as np
 from dse.model.batch import DesignBatch
 from dse.workloads.optable import MATRIX_KINDS, TENSOR_CLASSES
 
+_MATRIX = frozenset(MATRIX_KINDS)
+
 W, A, KV, G = (TENSOR_CLASSES.index(c) for c in ("weights", "activations", "kv_cache",
                                                   "gradients"))
 # Precisions tried, in order, when a chip has no rate at the operator's own precision
@@ -69,7 +71,7 @@ class ChipOps:
 
     @property
     def is_matrix(self) -> np.ndarray:
-        return np.isin(self.kind, MATRIX_KINDS)
+        return np.array([k in _MATRIX for k in self.kind.tolist()], dtype=bool)
 
 
 @dataclass(frozen=True)
@@ -95,60 +97,110 @@ def _rate(table: dict[str, np.ndarray], dtype: str, n: int) -> np.ndarray:
     return table[p] if p in table else np.full(n, np.nan)
 
 
-def rates(batch: DesignBatch, dtypes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """[N, I] effective matrix rate (peak x achievable fraction) and vector rate, FLOP/s,
-    per operator precision. A chip without separate vector units runs vector work on its
-    matrix units; NaN where the chip has no rate at all for the precision."""
+def rate_table(batch: DesignBatch, precisions: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """[N, P] effective matrix rate (peak x achievable fraction) and vector rate, FLOP/s, of
+    each precision in `precisions`. A chip without separate vector units runs vector work on
+    its matrix units; NaN where the chip has no rate at all for the precision."""
     n = batch.n
-    m_cols, v_cols = {}, {}
-    for dt in set(dtypes):
+    matrix_rates, vector_rates = np.empty((n, len(precisions))), np.empty((n, len(precisions)))
+    for j, dt in enumerate(precisions):
         p = executed_precision(batch.matrix_peak, dt)
         vector = _rate(batch.vector_peak, dt, n)
         matrix = batch.matrix_peak[p] * batch.matrix_fraction[p] if p in batch.matrix_peak \
             else vector
-        vector = np.where(np.isnan(vector), matrix, vector)
-        m_cols[dt], v_cols[dt] = matrix, vector
-    return (np.stack([m_cols[d] for d in dtypes], axis=1),
-            np.stack([v_cols[d] for d in dtypes], axis=1))
+        matrix_rates[:, j] = matrix
+        vector_rates[:, j] = np.where(np.isnan(vector), matrix, vector)
+    return matrix_rates, vector_rates
 
 
 def tile_utilization(shape: np.ndarray, tile: tuple[int, int, int] | None) -> np.ndarray:
-    """[I] share of the matrix engine doing useful work on an M x N x K problem cut into
-    the native tile: prod(dim / (ceil(dim / t) * t)). 1 without a tile."""
+    """[I] (or [N, I] for per-design shapes [N, I, 4]) share of the matrix engine doing
+    useful work on an M x N x K problem cut into the native tile:
+    prod(dim / (ceil(dim / t) * t)). 1 without a tile."""
+    util = np.ones(shape.shape[:-1])
     if tile is None:
-        return np.ones(len(shape))
-    util = np.ones(len(shape))
+        return util
     for j, t in enumerate(tile):
-        dim = np.maximum(shape[:, j], 1.0)
+        dim = np.maximum(shape[..., j], 1.0)
         util *= dim / (np.ceil(dim / t) * t)
     return util
 
 
-def reread(batch: DesignBatch, shape: np.ndarray, matrix: np.ndarray) -> tuple[np.ndarray,
-                                                                             np.ndarray]:
-    """[N, I, L] how many times the A operand (M x K, activations) and the B operand (K x N,
-    weights or KV cache) of each GEMM cross level l. The buffer inside level l holds square
-    output tiles of side T (T = sqrt(capacity / 4); per unit for per-unit levels; for
-    level 0 the register file, else the engine's native tile), so A is read ceil(N / T)
-    times and B ceil(M / T) times. 1 for operators that are not GEMMs."""
-    n_, lv = batch.n, batch.levels
-    side = np.empty((n_, lv, 2))  # tile side used for A (along N) and for B (along M)
+Side = float | np.ndarray  # one tile side for every design, or [N, 1]
+
+
+def tile_sides(batch: DesignBatch) -> list[tuple[Side, Side]]:
+    """Per level l, the side T of the square output tiles held by the buffer inside l, for
+    the A operand (T along N) and for the B operand (T along M): at level 0 the register
+    file's (T = sqrt(bytes / 4)), else the engine's native tile (no tile: unbounded); at
+    l > 0 the level inside it, per instance (per unit for per-unit levels). A float where
+    every design has the same side, else an [N, 1] array."""
     tile = batch.tile
     if batch.register_file:
-        side[:, 0, :] = np.sqrt(batch.register_file / TILE_BYTES_PER_ELEMENT)
+        t0 = float(np.sqrt(batch.register_file / TILE_BYTES_PER_ELEMENT))
+        sides: list[tuple[Side, Side]] = [(t0, t0)]
     else:
-        side[:, 0, 0] = tile[1] if tile else np.inf
-        side[:, 0, 1] = tile[0] if tile else np.inf
-    if lv > 1:
-        t = np.sqrt(batch.unit_capacity[:, :-1] / TILE_BYTES_PER_ELEMENT)
-        side[:, 1:, 0] = t
-        side[:, 1:, 1] = t
-    m_dim = np.maximum(shape[:, 0], 1.0)[None, :, None]
-    n_dim = np.maximum(shape[:, 1], 1.0)[None, :, None]
-    ra = np.maximum(np.ceil(n_dim / side[:, None, :, 0]), 1.0)
-    rb = np.maximum(np.ceil(m_dim / side[:, None, :, 1]), 1.0)
-    mask = matrix[None, :, None]
-    return np.where(mask, ra, 1.0), np.where(mask, rb, 1.0)
+        sides = [(float(tile[1]), float(tile[0])) if tile else (np.inf, np.inf)]
+    for level in range(batch.levels - 1):
+        cap = batch.unit_capacity[:, level]
+        t = float(np.sqrt(cap[0] / TILE_BYTES_PER_ELEMENT)) if np.all(cap == cap[0]) \
+            else np.sqrt(cap / TILE_BYTES_PER_ELEMENT)[:, None]
+        sides.append((t, t))
+    return sides
+
+
+def crossings(dim: np.ndarray, side: Side) -> np.ndarray:
+    """How many times a GEMM operand crosses a level whose inner buffer holds output tiles of
+    side `side` (a tiled GEMM re-reads A ceil(N / T) times and B ceil(M / T) times): ceil(dim
+    / side), at least 1. dim: [I] or [N, I], 0 for operators that are not GEMMs (read once).
+    """
+    if isinstance(side, np.ndarray) and dim.max(initial=0.0) <= side.min(initial=np.inf):
+        return np.ones(dim.shape)  # every operand fits the smallest tile: one crossing
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.divide(dim, side)
+    np.ceil(out, out=out)
+    return np.fmax(out, 1.0, out=out)  # fmax: 0 / 0 (no GEMM, empty buffer) counts once
+
+
+def _compute(batch: DesignBatch, ops: ChipOps, is_matrix: np.ndarray) -> tuple[np.ndarray,
+                                                                             np.ndarray]:
+    """[N, I] compute time (inf where the chip has no rate) and [N] missing-rate flags."""
+    n = batch.n
+    dtypes = ops.dtype.tolist()
+    precisions = sorted(set(dtypes))
+    m_tab, v_tab = rate_table(batch, precisions)
+    if len(precisions) == 1:  # [N, 1] columns broadcast over the operators
+        m_rate, v_rate = m_tab, v_tab
+    else:
+        col = np.array([precisions.index(d) for d in dtypes], dtype=np.intp)
+        m_rate, v_rate = m_tab[:, col], v_tab[:, col]
+    # A small GEMM runs on whichever engine is faster: the under-used array or the vector
+    # units. A chip without vector units has only the array (its vector work runs there).
+    rate = m_rate * tile_utilization(ops.shape, batch.tile)
+    if batch.vector_peak:
+        np.maximum(rate, v_rate, out=rate)
+    np.copyto(rate, v_rate, where=~is_matrix)
+    compute = np.divide(ops.flops, rate, out=rate)
+
+    fp32_vector = _rate(batch.vector_peak, "fp32", n)
+    fp32_vector = np.where(np.isnan(fp32_vector), v_tab.min(axis=1) if v_tab.size else np.nan,
+                           fp32_vector)
+    slots = np.array([DEQUANT_SLOTS.get(wd, 0.0) if m and d not in ("int8", "int4") else 0.0
+                      for wd, d, m in zip(ops.wdtype.tolist(), dtypes, is_matrix.tolist(),
+                                          strict=True)])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if slots.any():
+            shape = ops.shape
+            weight_elems = shape[..., 1] * shape[..., 2] * np.maximum(shape[..., 3], 1.0)
+            compute += (slots * weight_elems) * 2.0 / fp32_vector[:, None]
+        else:  # no dequantization; 0 / a missing fp32 rate is still NaN
+            zero = 0.0 / fp32_vector
+            if np.isnan(zero).any():
+                compute += zero[:, None]
+    if np.isfinite(compute).all():
+        return compute, np.zeros(n, dtype=bool)
+    missing = np.any(np.isnan(compute) & (ops.flops > 0), axis=1)
+    return np.nan_to_num(compute, copy=False, nan=np.inf), missing
 
 
 def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
@@ -157,51 +209,93 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
 
     home: per class, [N, L] share stored at each level (weights and kv_cache), or [N, I, L]
     where it differs by operator (a cache that holds the decode working set);
-    act_home: [N, I] level index where each operator's activations live."""
+    act_home: [N, I] level index where each operator's activations live. Operator
+    quantities (flops, read, written, onchip, shape, launches) may be per operator ([I],
+    [I, C], [I, 4]) or per design and operator ([N, I], [N, I, C], [N, I, 4]).
+
+    Level by level, on [N, I] arrays updated in place, the bytes crossing level l are
+        (W_r rb_l) through_w_l + (KV_r rb_l) through_kv_l + KV_w through_kv_l
+        + (A_r ra_l + A_w + G_r + G_w) [act_home >= l]  (+ onchip at level 0)
+    with rb_l, ra_l the crossings of each GEMM's B and A operand (`crossings`; per operator
+    only where every design has the same tile side at l) and through_l the share stored at
+    level l or beyond; the running maximum of compute and bytes / bandwidth is the roof,
+    the first largest term the bound."""
     n_, lv = batch.n, batch.levels
-    levels = np.arange(lv)
-    is_matrix = ops.is_matrix
-    m_rate, v_rate = rates(batch, ops.dtype)
-    util = tile_utilization(ops.shape, batch.tile)
-    # A small GEMM runs on whichever engine is faster: the under-used array or the vector
-    # units. A chip without vector units has only the array (its vector work runs there).
-    matrix_rate = m_rate * util[None, :]
-    if batch.vector_peak:
-        matrix_rate = np.maximum(matrix_rate, v_rate)
-    fp32_vector = _rate(batch.vector_peak, "fp32", n_)
-    fp32_vector = np.where(np.isnan(fp32_vector), v_rate.min(axis=1) if v_rate.size
-                           else np.nan, fp32_vector)
-    quantized = np.isin(ops.wdtype, list(DEQUANT_SLOTS)) & ~np.isin(ops.dtype, ["int8", "int4"])
-    slots = np.array([DEQUANT_SLOTS.get(w, 0.0) for w in ops.wdtype]) * quantized * is_matrix
-    weight_elems = ops.shape[:, 1] * ops.shape[:, 2] * np.maximum(ops.shape[:, 3], 1.0)
-    dequant = (slots * weight_elems)[None, :] * 2.0 / fp32_vector[:, None]
-    compute = np.where(is_matrix[None, :], ops.flops[None, :] / matrix_rate,
-                       ops.flops[None, :] / v_rate) + dequant
-    missing = np.any(np.isnan(compute) & (ops.flops > 0)[None, :], axis=1)
-    compute = np.nan_to_num(compute, nan=np.inf)
+    n_ops = len(ops.kind)
+    is_matrix = np.array([k in _MATRIX for k in ops.kind.tolist()], dtype=bool)
+    compute, missing = _compute(batch, ops, is_matrix)
 
-    def passing(share: np.ndarray) -> np.ndarray:
-        """Share stored at level l or beyond = share crossing level l."""
-        through = np.flip(np.cumsum(np.flip(share, axis=-1), axis=-1), axis=-1)
-        return through if through.ndim == 3 else through[:, None, :]
-
-    through_w = passing(home["weights"])
-    through_kv = passing(home["kv_cache"])
-    through_act = (levels[None, None, :] <= act_home[:, :, None]).astype(float)
-    ra, rb = reread(batch, ops.shape, is_matrix)
+    # Per-operator constants: [I], or [N, I] for per-design operators.
     r, w = ops.read, ops.written
-    traffic = (r[None, :, W, None] * rb * through_w
-               + r[None, :, KV, None] * rb * through_kv
-               + w[None, :, KV, None] * through_kv
-               + (r[None, :, A, None] * ra + w[None, :, A, None]
-                  + (r + w)[None, :, G, None]) * through_act)
-    traffic[:, :, 0] += ops.onchip[None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mem = np.where(traffic > 0, traffic / batch.bandwidth[:, None, :], 0.0)
-    terms = np.concatenate([compute[:, :, None], mem], axis=2)
-    roof = terms.max(axis=2)
-    overhead = ops.launches[None, :] * batch.op_overhead[:, None]
-    bound = np.where(overhead > roof, -1, np.argmax(terms, axis=2))
-    time = roof + overhead
-    return OpTimes(time=time, compute=compute, traffic=traffic, bound=bound,
-                   missing_rate=missing)
+    w_r, kv_r, kv_w = r[..., W], r[..., KV], w[..., KV]
+    a_r, a_w = r[..., A], w[..., A]
+    act_rest = r[..., G] + w[..., G]
+    use_w, use_kv = bool(w_r.any()), bool(kv_r.any() or kv_w.any())
+    shape = ops.shape
+    m_dim = np.where(is_matrix, np.maximum(shape[..., 0], 1.0), 0.0)
+    n_dim = np.where(is_matrix, np.maximum(shape[..., 1], 1.0), 0.0)
+    sides = tile_sides(batch)
+    h_w, h_kv = (home[c][:, None, :] if home[c].ndim == 2 else home[c]
+                 for c in ("weights", "kv_cache"))
+    act_home = np.asarray(act_home)
+    act_lo, act_hi = (int(act_home.min()), int(act_home.max())) if act_home.size else (0, -1)
+
+    traffic = np.empty((lv, n_, n_ops))  # level-major: every level's [N, I] is contiguous
+    tmp = np.empty((n_, n_ops))
+    mem = np.empty((n_, n_ops))
+    hit = np.empty((n_, n_ops), dtype=bool)
+    roof = np.zeros((n_, n_ops))
+    bound = np.zeros((n_, n_ops), dtype=np.int64)
+    through_w = through_kv = None
+    # Outermost level first: the shares stored at l or beyond accumulate inwards, and the
+    # bound (the first largest term: compute, then the innermost level) is kept by letting
+    # a term replace the running maximum when it is at least as large.
+    for level in reversed(range(lv)):
+        out = traffic[level]
+        if use_w:
+            through_w = h_w[..., level].copy() if through_w is None \
+                else np.add(through_w, h_w[..., level], out=through_w)
+        if use_kv:
+            through_kv = h_kv[..., level].copy() if through_kv is None \
+                else np.add(through_kv, h_kv[..., level], out=through_kv)
+        side_a, side_b = sides[level]
+        rb = crossings(m_dim, side_b) if use_w or use_kv else None
+        empty = True
+        if use_w:
+            np.multiply(w_r * rb, through_w, out=out)
+            empty = False
+        if use_kv:
+            for coef in (kv_r * rb, kv_w):
+                if empty:
+                    np.multiply(coef, through_kv, out=out)
+                    empty = False
+                else:
+                    out += np.multiply(coef, through_kv, out=tmp)
+        if level <= act_hi:
+            act = a_r * crossings(n_dim, side_a)
+            act += a_w
+            act += act_rest
+            if level > act_lo:  # only where the activations live at this level or beyond
+                act = np.multiply(act, np.greater_equal(act_home, level), out=tmp)
+            if empty:
+                np.copyto(out, act)
+                empty = False
+            else:
+                out += act
+        if empty:
+            out.fill(0.0)
+        if level == 0:
+            out += ops.onchip
+        np.divide(out, batch.bandwidth[:, level, None], out=mem)
+        np.greater_equal(mem, roof, out=hit)
+        np.copyto(bound, level + 1, where=hit)
+        np.fmax(roof, mem, out=roof)  # fmax: a NaN (0 / 0 bandwidth) counts as no traffic
+    np.greater_equal(compute, roof, out=hit)
+    np.copyto(bound, 0, where=hit)
+    np.fmax(roof, compute, out=roof)
+    overhead = np.multiply(ops.launches, batch.op_overhead[:, None], out=tmp)
+    np.greater(overhead, roof, out=hit)
+    np.copyto(bound, -1, where=hit)
+    time = np.add(roof, overhead, out=roof)
+    return OpTimes(time=time, compute=compute, traffic=traffic.transpose(1, 2, 0),
+                   bound=bound, missing_rate=missing)

@@ -213,7 +213,6 @@ def prefill_inputs():
     return _capture("gh200", "llama2-7b-prefill-w4a16", 40)[0]
 
 
-@pytest.mark.xfail(strict=True, reason="op_times takes [I] operator arrays only")
 def test_per_design_operator_arrays(decode_inputs, prefill_inputs):
     """Operator quantities given per design ([N, I], [N, I, C], [N, I, 4]) broadcast like
     their [I] forms; rows that differ give each design its own operators."""

@@ -173,6 +173,9 @@ def test_zip_is_the_default_and_pairs_a_set_list_with_a_batch_list():
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
     assert [(r["batch"], float(r["memory.HBM3.bandwidth_bytes_per_s"])) for r in rows] == [
         ("1", 2e12), ("8", 4e12)]
+    zipped = run("eval", "h100-sxm", "llama2-7b", "--batch", "1,8",
+                 "--set", "memory.HBM3.bandwidth=2TB/s,4TB/s", "--zip", "-f", "csv")
+    assert zipped.stdout == result.stdout
     grid = run("eval", "h100-sxm", "llama2-7b", "--batch", "1,8",
                "--set", "memory.HBM3.bandwidth=2TB/s,4TB/s", "--grid", "-f", "csv")
     assert len(list(csv.DictReader(io.StringIO(grid.stdout)))) == 4

@@ -83,8 +83,8 @@ def check(
     paths: Annotated[list[Path], typer.Argument(help="Hardware, workload or study YAML files.")],
 ) -> None:
     """Validate spec files; print every problem as file:line:col: key.path: message."""
+    from dse.check import check_file
     from dse.errors import SpecError
-    from dse.spec.load import check_file
 
     issues = []
     for path in paths:

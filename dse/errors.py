@@ -6,6 +6,8 @@ with code 2, never a traceback. Anything else that escapes is an internal error 
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -40,3 +42,9 @@ class SpecError(DseError):
             issues, key=lambda i: (i.file, i.line if i.line is not None else 0, i.col or 0)
         )
         super().__init__("\n".join(str(i) for i in self.issues))
+
+
+def suggest(word: str, choices: Iterable[str]) -> str:
+    """'; did you mean "x"?' for the closest choice, or '' when nothing is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f'; did you mean "{close[0]}"?' if close else ""

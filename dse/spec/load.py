@@ -338,36 +338,3 @@ def detect_kind(path: Path, data: dict, _depth: int = 0) -> str:
                 continue
             return detect_kind(base_path, read_yaml(base_path), _depth + 1)
     return "hardware"
-
-
-def _check_design(path: Path) -> None:
-    """A hardware file loads, and, where it names a node and a style, the area model prices
-    it: what `dse eval` needs is what `dse check` checks."""
-    from dse.errors import DseError
-    from dse.model.area import area
-    from dse.model.batch import design_batch
-
-    spec, tech, _ = load_design(path)
-    if tech is None:
-        return
-    try:
-        area(design_batch(spec), tech)
-    except DseError as e:
-        data = read_resolved(path, "hardware")
-        raise SpecError([issue_at(data, ("technology", "node"), str(e))]) from None
-
-
-def check_file(path: Path) -> str:
-    """Validate one file of any kind; returns its kind. Raises SpecError with every issue."""
-    kind = detect_kind(path, read_yaml(path))
-    if kind == "hardware":
-        _check_design(path)
-        return kind
-    if kind == "technology":
-        load_technology(path)
-        return kind
-    if kind == "workload":
-        load_workload(path)
-        return kind
-    raise SpecError([Issue(str(path), 1, 1, "", f"{kind} files are not supported by this "
-                                               "version of dse")])

@@ -8,7 +8,6 @@ suggestion for misspelt keys and choices.
 
 from __future__ import annotations
 
-import difflib
 import re
 import types
 import typing
@@ -16,7 +15,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from dse.errors import Issue
+from dse.errors import Issue, suggest
 from dse.spec.yamlpos import LDict, LList, Pos
 
 Loc = tuple[str | int, ...]
@@ -80,12 +79,6 @@ def model_at(cls: type[BaseModel], loc: Loc) -> type[BaseModel] | None:
             return None
     t = _unwrap(t)
     return t if isinstance(t, type) and issubclass(t, BaseModel) else None
-
-
-def suggest(word: str, choices: typing.Iterable[str]) -> str:
-    """' did you mean "x"?' for the closest choice, or '' when nothing is close."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f'; did you mean "{close[0]}"?' if close else ""
 
 
 def found(value: Any) -> str:

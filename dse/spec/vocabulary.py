@@ -30,7 +30,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel
 
 from dse import units
-from dse.errors import DseError
+from dse.errors import DseError, suggest
 from dse.spec.hardware import PRECISIONS, HardwareSpec
 
 PRECISION_SLOT = "<precision>"
@@ -187,8 +187,6 @@ def _matches(pattern: str, path: str, spec: HardwareSpec, names: list[str]) -> b
 
 def _why_not(path: str, spec: HardwareSpec, names: list[str]) -> str:
     """The closest explanation of an unknown path."""
-    from dse.spec.messages import suggest
-
     if path.startswith("memory."):
         level = next((n for n in sorted(names, key=len, reverse=True)
                       if path.startswith(f"memory.{n}.")), None)

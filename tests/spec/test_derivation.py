@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 import dse
+from dse.check import check_file
 from dse.errors import SpecError
 from dse.model.area import area
 from dse.model.batch import design_batch
-from dse.spec.load import check_file, load_design, load_hardware
+from dse.spec.load import load_design, load_hardware
 
 ROOT = Path(__file__).resolve().parents[2]
 LLAMA70 = dse.load_workload("llama2-70b")

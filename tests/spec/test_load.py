@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from dse.check import check_file
 from dse.errors import SpecError
 from dse.spec import load
 from dse.spec.hardware import HardwareSpec, derived_figures
@@ -127,7 +128,7 @@ REJECTIONS = {
 @pytest.mark.parametrize("name,parts", REJECTIONS.items())
 def test_each_rejection_class_gives_one_precise_line(name, parts):
     with pytest.raises(SpecError) as info:
-        load.check_file(BAD / name)
+        check_file(BAD / name)
     issues = info.value.issues
     assert len(issues) == 1, str(info.value)
     line = str(issues[0])
@@ -139,7 +140,7 @@ def test_each_rejection_class_gives_one_precise_line(name, parts):
 
 def test_all_problems_reported_at_once():
     with pytest.raises(SpecError) as info:
-        load.check_file(BAD / "several_problems.yaml")
+        check_file(BAD / "several_problems.yaml")
     text = str(info.value)
     lines = text.splitlines()
     assert len(lines) == 5

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dse.check import check_file
 from dse.errors import DseError, SpecError
-from dse.spec.load import check_file, library_names, load_workload
-from dse.spec.workload import Scenario, TransformerSpec, parameter_counts
+from dse.spec.load import library_names, load_workload
+from dse.spec.workload import Scenario, TransformerSpec, gemm_from_name, parameter_counts
 from dse.workloads import lower, scenario_for
-from dse.spec.workload import gemm_from_name
 
 BAD = Path(__file__).resolve().parent.parent / "data" / "bad_workloads"
 

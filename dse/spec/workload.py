@@ -13,7 +13,7 @@ from typing import Literal, get_args
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from dse.errors import DseError
-from dse.spec.types import Spec
+from dse.spec.types import Spec, Time
 
 Phase = Literal["gemm", "prefill", "decode", "serve", "inference", "training"]
 PHASES: tuple[str, ...] = get_args(Phase)
@@ -46,8 +46,12 @@ class Scenario(Spec):
     phase: Phase
     """gemm (a single matrix multiply), prefill (time to first token), decode (token
     generation), serve (continuous batching), inference (encoder), training."""
-    batch: int | Literal["max"] = 1
-    """Sequences per step, or `max`: the most that fit in memory (serve, inference)."""
+    batch: int | Literal["max", "best"] = 1
+    """Sequences per step; or `max`: the most that fit in memory, or `best`: the batch that
+    gives the most throughput among those that fit (serve, inference)."""
+    latency_target: Time | None = None
+    """With `batch: best`: the longest time per output token (serve) or per batch
+    (inference) a design may take; larger batches that miss it are not chosen."""
     seq_in: int = Field(default=0, ge=0)
     """Prompt tokens (decoders) or sequence length (encoders, training)."""
     seq_out: int = Field(default=0, ge=0)
@@ -60,14 +64,16 @@ class Scenario(Spec):
 
     @model_validator(mode="after")
     def _lengths(self) -> Scenario:
-        if self.batch != "max" and self.batch < 1:
-            raise ValueError("batch must be a positive whole number or 'max'")
+        if isinstance(self.batch, int) and self.batch < 1:
+            raise ValueError("batch must be a positive whole number, 'max' or 'best'")
         if self.phase in ("decode", "serve") and self.seq_out < 1:
             raise ValueError(f"phase {self.phase} needs seq_out >= 1 (tokens to generate)")
         if self.phase in ("prefill", "inference", "training", "serve") and self.seq_in < 1:
             raise ValueError(f"phase {self.phase} needs seq_in >= 1")
-        if self.batch == "max" and self.phase not in ("serve", "inference"):
-            raise ValueError("batch 'max' is for the serve and inference phases")
+        if self.batch in ("max", "best") and self.phase not in ("serve", "inference"):
+            raise ValueError(f"batch '{self.batch}' is for the serve and inference phases")
+        if self.latency_target is not None and self.batch != "best":
+            raise ValueError("latency_target goes with batch 'best'")
         return self
 
 

@@ -25,8 +25,9 @@ from dse.workloads.transformer import DEFAULT, Counting
 class WorkloadKind:
     """What the model needs to know of one kind of workload."""
 
-    lower: Callable[[Any, Scenario, Counting], OpTable]
-    """The operator table of a spec run as a scenario (batch a number or an [N] array)."""
+    lower: Callable[..., OpTable]
+    """lower(spec, scenario, counting, batch=None): the operator table of a spec run as a
+    scenario; `batch` ([N] sequences) replaces the scenario's, making it [N, I]."""
     check: Callable[[Any, Scenario, int, int], tuple[list[str], list[str]]]
     """(errors, warnings) of running a scenario split tp x pp ways."""
     context: Callable[[Any], int | None]
@@ -130,9 +131,11 @@ def execution_issues(spec: WorkloadSpec, sc: Scenario, tp: int, pp: int
     return kind_of(spec).check(spec, sc, tp, pp)
 
 
-def lower(spec: WorkloadSpec, scenario: Scenario, counting: Counting = DEFAULT) -> OpTable:
-    """The operator table of a workload run as a scenario."""
+def lower(spec: WorkloadSpec, scenario: Scenario, counting: Counting = DEFAULT,
+          batch: Any = None) -> OpTable:
+    """The operator table of a workload run as a scenario; `batch` ([N] sequences, one per
+    design) replaces the scenario's batch and makes every quantity [N, I]."""
     try:
-        return kind_of(spec).lower(spec, scenario, counting)
+        return kind_of(spec).lower(spec, scenario, counting, batch=batch)
     except ValueError as e:
         raise DseError(f"{spec.name}: {e}") from None

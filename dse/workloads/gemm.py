@@ -7,7 +7,8 @@ from dse.workloads.optable import OpRow, OpTable
 from dse.workloads.transformer import DEFAULT, DTYPE_BYTES, PRECISIONS, Counting
 
 
-def lower_gemm(spec: GemmSpec, scenario: Scenario, counting: Counting = DEFAULT) -> OpTable:
+def lower_gemm(spec: GemmSpec, scenario: Scenario, counting: Counting = DEFAULT,
+               batch: object = None) -> OpTable:
     """One row: 2*B*M*N*K FLOPs; reads A (activations) and W (weights), writes C."""
     if scenario.phase != "gemm":
         raise ValueError("a gemm workload runs only in phase gemm, "

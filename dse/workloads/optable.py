@@ -85,9 +85,32 @@ class OpTable:
 
     @staticmethod
     def from_rows(rows: list[OpRow], meta: dict | None = None) -> OpTable:
-        def per_class(maps: list[dict[str, float]]) -> np.ndarray:
-            return np.array([[mp.get(c, 0.0) for c in TENSOR_CLASSES] for mp in maps],
-                            dtype=float).reshape(len(maps), len(TENSOR_CLASSES))
+        """Arrays from rows. A row's numbers may be [N] arrays (one value per design, when
+        the batch differs by design): every quantity is then [N, I] ([N, I, C] by class,
+        [N, I, 4] shapes), else [I]. Unknown kinds, splits or tensor classes are errors."""
+        for r in rows:
+            if r.kind not in KINDS:
+                raise ValueError(f"operator {r.name}: unknown kind '{r.kind}'; expected one "
+                                 f"of: {', '.join(KINDS)}")
+            if r.split not in SPLITS:
+                raise ValueError(f"operator {r.name}: unknown split '{r.split}'; expected one "
+                                 f"of: {', '.join(SPLITS)}")
+            for cls in (*r.read, *r.written):
+                if cls not in TENSOR_CLASSES:
+                    raise ValueError(f"operator {r.name}: unknown tensor class '{cls}'; "
+                                     f"expected one of: {', '.join(TENSOR_CLASSES)}")
+        lead = _designs(rows)
+
+        def col(values: list) -> np.ndarray:
+            """[I] or [N, I] of one quantity per row."""
+            if lead is None:
+                return np.array(values, dtype=float).reshape(len(values))
+            return np.stack([np.broadcast_to(np.asarray(v, dtype=float), lead)
+                             for v in values], axis=-1) if values else np.zeros((*lead, 0))
+
+        def per_class(maps: list[dict]) -> np.ndarray:
+            cols = [col([mp.get(c, 0.0) for mp in maps]) for c in TENSOR_CLASSES]
+            return np.stack(cols, axis=-1)
 
         return OpTable(
             name=np.array([r.name for r in rows], dtype=object),
@@ -95,12 +118,13 @@ class OpTable:
             group=np.array([r.group for r in rows], dtype=object),
             stage=np.array([r.stage for r in rows], dtype=object),
             dtype=np.array([r.dtype for r in rows], dtype=object),
-            count=np.array([r.count for r in rows], dtype=float),
-            flops=np.array([r.flops for r in rows], dtype=float),
+            count=col([r.count for r in rows]),
+            flops=col([r.flops for r in rows]),
             read=per_class([r.read for r in rows]),
             written=per_class([r.written for r in rows]),
-            shape=np.array([[r.m, r.n, r.k, r.batch] for r in rows],
-                           dtype=float).reshape(len(rows), 4),
+            shape=np.stack([col([getattr(r, d) for r in rows]) for d in ("m", "n", "k", "batch")],
+                           axis=-1)
+            if rows else np.zeros((0, 4)),
             wdtype=np.array([r.wdtype for r in rows], dtype=object),
             split=np.array([r.split for r in rows], dtype=object),
             layer=np.array([r.layer for r in rows], dtype=bool),
@@ -108,7 +132,7 @@ class OpTable:
         )
 
     def __len__(self) -> int:
-        return len(self.count)
+        return len(self.name)
 
     @property
     def bytes(self) -> np.ndarray:
@@ -116,12 +140,14 @@ class OpTable:
         return self.read + self.written
 
     @property
-    def total_flops(self) -> float:
-        return float(self.count @ self.flops)
+    def total_flops(self) -> float | np.ndarray:
+        """FLOPs of the whole scenario (an [N] array when the batch differs by design)."""
+        out = (self.count * self.flops).sum(axis=-1)
+        return float(out) if np.ndim(out) == 0 else out
 
     def total_bytes(self) -> dict[str, float]:
-        """Bytes moved by the whole scenario, by tensor class, plus `total`."""
-        return class_bytes(self.count @ self.bytes)
+        """Bytes moved by the whole scenario, by tensor class, plus `total` (one design)."""
+        return class_bytes(np.einsum("i,ic->c", self.count, self.bytes))
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -130,6 +156,18 @@ class OpTable:
         return self.total_flops / total if total else float("inf")
 
     def select(self, mask: np.ndarray) -> OpTable:
-        """The rows where `mask` is true."""
+        """The rows where `mask` is true (a table of one design)."""
         return OpTable(**{f: getattr(self, f)[mask] for f in self.__dataclass_fields__
                           if f != "meta"}, meta=self.meta)
+
+
+def _designs(rows: list[OpRow]) -> tuple[int, ...] | None:
+    """(N,) when some row holds [N] arrays (a batch per design), else None."""
+    sizes = {np.size(v) for r in rows
+             for v in (r.count, r.flops, r.m, r.n, r.k, r.batch, *r.read.values(),
+                       *r.written.values()) if np.ndim(v) > 0}
+    if not sizes:
+        return None
+    if len(sizes) > 1:
+        raise ValueError(f"operator quantities of different lengths {sorted(sizes)}")
+    return (sizes.pop(),)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from dse.spec.workload import Scenario, TransformerSpec, parameter_counts
 from dse.workloads.optable import OpRow, OpTable
 
@@ -243,12 +245,19 @@ def _backward(rows: list[OpRow]) -> list[OpRow]:
     return out
 
 
-def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAULT) -> OpTable:
-    """The operator table of `model` run as `scenario`. The batch must be a number here:
-    `batch: max` depends on the hardware and is resolved by the performance model."""
-    if scenario.batch == "max":
-        raise ValueError("batch 'max' depends on the hardware; give a number to lower")
-    batch, s_in, s_out = float(scenario.batch), float(scenario.seq_in), float(scenario.seq_out)
+def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAULT,
+          batch: np.ndarray | None = None) -> OpTable:
+    """The operator table of `model` run as `scenario`, or with `batch` ([N] sequences, one
+    per design) in place of the scenario's batch: every quantity is then [N, I]. `batch:
+    max` and `best` depend on the hardware and are resolved by the performance model."""
+    if batch is None:
+        if not isinstance(scenario.batch, int):
+            raise ValueError(f"batch '{scenario.batch}' depends on the hardware; give a "
+                             "number to lower")
+        batch = float(scenario.batch)
+    else:
+        batch = np.asarray(batch, dtype=float)
+    s_in, s_out = float(scenario.seq_in), float(scenario.seq_out)
     b = _Builder(model, scenario, counting)
     phase = scenario.phase
     if phase == "gemm":

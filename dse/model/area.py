@@ -202,9 +202,9 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False) -> AreaResul
     big = (die > tech.reticle) if reticle else np.zeros(n, dtype=bool)
     reason = np.full(n, "", dtype=object)
     for i in np.flatnonzero(big):
-        pad = (f" (pad-limited: its off-chip interfaces need {edge[i]:.0f} mm of die edge)"
+        why = (f" (pad-limited: its off-chip interfaces need {edge[i]:.0f} mm of die edge)"
                if pad[i] > 0 else "")
-        reason[i] = (f"a die of {die[i]:.0f} mm2{pad} exceeds the {tech.reticle:.0f} mm2 "
+        reason[i] = (f"a die of {die[i]:.0f} mm2{why} exceeds the {tech.reticle:.0f} mm2 "
                      "reticle")
     published = spec.technology.die_area if spec.technology else None
     return AreaResult(hardware=spec.name, node=tech.node, components=comp, total_mm2=total,

@@ -161,8 +161,9 @@ def test_shoreline_and_reticle(tmp_path):
     side = r.edge_needed_mm[1] / 4.0
     assert r.total_mm2[1] == pytest.approx(side**2)
     assert r.perimeter_mm[1] == pytest.approx(r.edge_needed_mm[1])
-    r = area(design_batch(spec, {"memory.HBM.stacks": [2, 40]}), tech, reticle=True)
-    assert list(r.feasible) == [True, False]
+    r = area(design_batch(spec, {"memory.HBM.stacks": [2, 40, 41, 42]}), tech, reticle=True)
+    assert list(r.feasible) == [True, False, False, False]  # several beyond: each has a reason
+    assert all("reticle" in why for why in r.reason[1:])
     assert "pad-limited" in r.reason[1] and "reticle" in r.reason[1] and r.reason[0] == ""
     big = {"compute.matrix.peak.bf16": "2000 TFLOPS"}
     assert area(design_batch(spec, big), tech).feasible[0]

@@ -148,11 +148,12 @@ def sweep(hw: HardwareSpec, wl: WorkloadSpec, scenario: str | None = None, *,
 
 
 def _design_frame(ev: Evaluation) -> pd.DataFrame:
-    """`ev.to_frame()` with the scenario's fields in front and unit-suffixed override
+    """`ev.columns()` as a frame, with the scenario's fields in front and unit-suffixed override
     columns."""
     import pandas as pd
 
-    frame = ev.to_frame().rename(columns={p: column_name(p) for p in ev.batch.overrides})
+    frame = pd.DataFrame(ev.columns()).rename(
+        columns={p: column_name(p) for p in ev.batch.overrides})
     sc = ev.scenario
     scenario = {"scenario": ev.scenario_name, "phase": sc.phase, "batch": sc.batch,
                 "seq_in": sc.seq_in, "seq_out": sc.seq_out, "precision": sc.precision,

@@ -2,5 +2,6 @@
 
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.evaluate import METRICS, Evaluation, evaluate
+from dse.model.execution import Execution
 
-__all__ = ["METRICS", "DesignBatch", "Evaluation", "design_batch", "evaluate"]
+__all__ = ["METRICS", "DesignBatch", "Evaluation", "Execution", "design_batch", "evaluate"]

@@ -1,6 +1,20 @@
 """evaluate(): hardware designs x workload scenario -> metrics, memory footprint and the
 bound of every operator, for N designs in one pass of array arithmetic.
 
+The pipeline is a row of named stages, each a function with a typed input and output:
+
+    size      batch max / best: sequences per replica per design        -> [N]
+    lower     workload + scenario (+ [N] batch) -> OpTable                 (dse.workloads)
+    plan      OpTable + Execution -> ChipOps, Collectives                  (parallel.chip_ops)
+    footprint ChipOps + table facts -> bytes per chip per placed class     -> Footprint
+    place     Footprint -> share of each class stored at each level        (placement.place)
+    access    Placement -> share of each class's accesses served per level -> Access
+    time      ChipOps + Access -> time, traffic and bound per operator     (performance)
+    collect   Collectives -> time per collective                           (parallel)
+    step      operators + collectives -> step time and counts              -> Step
+    metrics   Step + phase -> latency, throughput                          -> metrics
+    power     Step + node constants -> power, energy, area, feasibility    (power, area)
+
 Phases and what they report (T: time of one step of one data-parallel replica):
 - gemm: achieved_flop_per_s = FLOPs / T;
 - prefill: ttft_s = T (the whole prompt of every sequence, and the first token);
@@ -9,8 +23,9 @@ Phases and what they report (T: time of one step of one data-parallel replica):
   (a batch that does not divide among the replicas counts only its own sequences);
 - serve: continuous batching in steady state: `batch` sequences in flight (or, with `max`,
   the most whose KV cache at the average context seq_in + (seq_out + 1) / 2 fits beside the
-  weights, as a paged KV cache allows); each is prefilled once and decoded seq_out times:
-  output_tokens_per_s = batch x seq_out / T (batch max: dp x the per-replica maximum);
+  weights, as a paged KV cache allows; with `best`, the batch among those that fit with the
+  most output tokens/s); each is prefilled once and decoded seq_out times:
+  output_tokens_per_s = batch x seq_out / T;
 - inference (encoders): samples_per_s = batch / T.
 No I/O; a design that cannot run the scenario gets feasible = False and a reason.
 """
@@ -22,17 +37,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse import units
 from dse.errors import DseError
 from dse.model.area import PADDING, area
 from dse.model.batch import DesignBatch, design_batch
-from dse.model.parallel import FUSIONS, chip_ops, collective_times, collective_volume
-from dse.model.performance import A, ChipOps, G, op_times
-from dse.model.placement import PLACED, cached_level, place
+from dse.model.execution import Execution
+from dse.model.parallel import chip_ops, collective_times, collective_volume
+from dse.model.performance import A, ChipOps, G, OpTimes, op_times
+from dse.model.placement import Footprint, Placement, cached_level, place
 from dse.model.power import StepEnergy, chip_power, step_energy
 from dse.spec.hardware import HardwareSpec
 from dse.spec.technology import TechSpec
 from dse.spec.workload import Scenario, WorkloadSpec
 from dse.workloads import execution_issues, lower, resolve_scenario
+from dse.workloads.optable import OpTable
 
 METRICS = ("latency_s", "ttft_s", "decode_tokens_per_s", "output_tokens_per_s",
            "samples_per_s", "achieved_flop_per_s", "tokens_per_s_per_chip")
@@ -43,6 +61,12 @@ POWER_METRICS = ("power_w", "energy_per_token_j", "energy_per_sample_j", "energy
                  "area_mm2")
 _TIME_METRICS = ("latency_s", "ttft_s")
 LATENCY_PHASES = ("gemm", "prefill", "decode")
+# Bound codes of an operator: 0 compute, 1 + l memory level l, and these two.
+OVERHEAD, INTERCONNECT = -1, -2
+# batch best: candidate batches per design, geometric from 1 to the most that fit, then a
+# second, linear pass between the neighbours of the best one. Throughput is flat near its
+# maximum, so two passes of 12 find it to well under 1% (tests/model/test_batch_best.py).
+BEST_CANDIDATES = 12
 
 
 @dataclass
@@ -70,35 +94,43 @@ class Evaluation:
     ops_flops: np.ndarray  # [N, J] FLOPs per instance per chip
     ops_bytes: np.ndarray  # [N, J, L] bytes per instance per chip at each level
     ops_time: np.ndarray  # [N, J] s per instance
-    ops_bound: np.ndarray  # [N, J] str: compute, a level name, interconnect or overhead
+    ops_bound_code: np.ndarray  # [N, J] int: 0 compute, 1 + level, OVERHEAD, INTERCONNECT
     power_limited: np.ndarray | None = None  # [N] bool: slowed to fit the TDP (with tech)
     energy: StepEnergy | None = None  # per chip and step, unthrottled (with tech)
     warnings: tuple[str, ...] = ()  # legal but suspect inputs (lengths beyond the context)
+    execution: Execution | None = None
 
     @property
     def n(self) -> int:
         return len(self.feasible)
 
-    def to_frame(self):  # -> pandas.DataFrame (pandas imported lazily: the model core is numpy)
-        """One row per design: overrides, feasibility, batch, metrics, memory per level."""
-        import pandas as pd
+    @property
+    def ops_bound(self) -> np.ndarray:
+        """[N, J] str: compute, a level name, overhead or interconnect."""
+        labels = np.array(["interconnect", "overhead", "compute", *self.level_names],
+                          dtype=object)
+        return labels[self.ops_bound_code + 2]
 
-        cols: dict[str, object] = {k: v for k, v in self.batch.overrides.items()}
+    def columns(self) -> dict[str, np.ndarray]:
+        """One array per column, one row per design: overrides (paths as given, SI values),
+        feasibility, sequences, metrics, memory per level (a DataFrame's worth, without
+        pandas: the model core is numpy)."""
+        cols: dict[str, np.ndarray] = dict(self.batch.overrides)
         cols["feasible"] = self.feasible
         cols["reason"] = self.reason
         cols["sequences_per_replica"] = self.sequences
-        for name, values in self.metrics.items():
-            cols[name] = values
+        cols.update(self.metrics)
         for level, name in enumerate(self.level_names):
             cols[f"memory_{name}_bytes"] = self.memory_bytes[:, level]
         if self.power_limited is not None:
             cols["power_limited"] = self.power_limited
-        return pd.DataFrame(cols)
+        return cols
 
     def op_records(self, i: int = 0) -> list[dict]:
         """Operators of design i: name, count, flops and bytes (totals over the count, per
         chip), time (total), share of the step, bound; sorted by time, longest first."""
         total = float(np.sum(self.ops_count[i] * self.ops_time[i]))
+        bound = self.ops_bound[i]
         out = []
         for j, name in enumerate(self.ops_name):
             cnt = float(self.ops_count[i, j])
@@ -109,9 +141,51 @@ class Evaluation:
                 "bytes": {lv: cnt * float(self.ops_bytes[i, j, k])
                           for k, lv in enumerate(self.level_names)},
                 "time_s": t, "share": t / total if total > 0 else 0.0,
-                "bound": str(self.ops_bound[i, j]),
+                "bound": str(bound[j]),
             })
         return sorted(out, key=lambda r: -r["time_s"])
+
+
+@dataclass(frozen=True)
+class Access:
+    """Where each class's accesses are served: `home[c]` [N, L] or [N, I, L] (share of class
+    c read at each level; differs from the bytes stored when a cache holds a decode working
+    set), `act_home` [N, I] the level each operator's activations live in."""
+
+    home: dict[str, np.ndarray]
+    act_home: np.ndarray
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of one replica: per-operator and per-collective arrays over [N, J]."""
+
+    ops: ChipOps
+    names: np.ndarray  # [J]
+    precision: np.ndarray  # [J] compute precision ("" for collectives)
+    matrix: np.ndarray  # [J] bool: runs on the matrix engines
+    link_bytes: np.ndarray  # [J] or [N, J] bytes each chip sends per instance
+    count: np.ndarray  # [N, J]
+    flops: np.ndarray  # [N, J]
+    traffic: np.ndarray  # [N, J, L]
+    time: np.ndarray  # [N, J] s per instance
+    bound: np.ndarray  # [N, J] int codes
+    total: np.ndarray  # [N] s
+    decode: np.ndarray  # [N] s spent in decode-stage operators and collectives
+    missing_rate: np.ndarray  # [N] bool
+    no_link: np.ndarray  # [N] bool: chips must talk but cannot
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one pass of the pipeline gives for N designs at one batch (per design)."""
+
+    step: Step
+    placement: Placement
+    footprint: Footprint
+    feasible: np.ndarray
+    reason: np.ndarray
+    metrics: dict[str, np.ndarray]
 
 
 def _reject(condition: bool, message: str) -> None:
@@ -123,107 +197,288 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
              phase: str | None = None, batch: int | str | None = None,
              seq_in: int | None = None, seq_out: int | None = None,
              precision: str | None = None, kv_precision: str | None = None,
-             chips: int = 1, tp: int = 1, pp: int = 1,
+             chips: int = 1, tp: int = 1, pp: int = 1, execution: Execution | None = None,
              overrides: dict[str, object] | None = None,
              fusion: str = "flash", tech: TechSpec | None = None,
              reticle: bool = True) -> Evaluation:
     """Evaluate every design of `hw` (a spec with `overrides`, or a DesignBatch) on one
-    scenario of `wl`. Scenario fields given here replace the named scenario's. With `tech`
-    (the spec's process node), power, energy and area come too, and a design whose power
-    exceeds its TDP is slowed to fit it (see dse.model.power). With `tech`, a design whose
-    off-chip interfaces need more die edge than it has, or (with `reticle`) whose dies
-    exceed the reticle, is infeasible; so is one whose static power alone exceeds its TDP."""
+    scenario of `wl`. Scenario fields given here replace the named scenario's; `execution`
+    (or chips, tp, pp, fusion) says how the chips split the work. With `tech` (the spec's
+    process node), power, energy and area come too, and a design whose power exceeds its
+    TDP is slowed to fit it (see dse.model.power); a design whose dies exceed the reticle
+    (with `reticle`) or whose static power alone exceeds its TDP is infeasible."""
     db = hw if isinstance(hw, DesignBatch) else design_batch(hw, overrides)
     given = {"phase": phase, "batch": batch, "seq_in": seq_in, "seq_out": seq_out,
              "precision": precision, "kv_precision": kv_precision}
     given = {k: v for k, v in given.items() if v is not None}
     sc_name, sc = resolve_scenario(wl, scenario, **given)
-    for name, v in (("chips", chips), ("tp", tp), ("pp", pp)):
-        _reject(not isinstance(v, int) or v < 1, f"--{name}: expected a positive whole "
-                f"number, found {v}")
-    _reject(chips % (tp * pp) != 0, f"--chips {chips} is not a multiple of tp x pp = "
-            f"{tp * pp}; data parallelism needs whole replicas")
-    _reject(fusion not in FUSIONS, f"fusion: expected one of {', '.join(FUSIONS)}")
+    ex = execution or Execution(chips=chips, tp=tp, pp=pp, fusion=fusion)
+    problems, warnings = execution_issues(wl, sc, ex.tp, ex.pp)
+    _reject(bool(problems), "; ".join(problems))
     _reject(sc.phase == "training", "phase training is not modelled yet (it needs the "
             "training memory planner); use gemm, prefill, decode, serve or inference")
-    problems, warnings = execution_issues(wl, sc, tp, pp)
-    _reject(bool(problems), "; ".join(problems))
-    dp = chips // (tp * pp)
-    in_sequence = sc.phase in LATENCY_PHASES
-    n = db.n
 
-    # Sequences per replica, per design.
-    if sc.batch == "max":
-        per_seq, fixed = _per_sequence_bytes(wl, sc, tp, pp, fusion)
-        _reject(per_seq <= 0, f"{wl.name}: batch max needs per-sequence memory to size")
-        free = db.resident_capacity.sum(axis=1) - fixed
-        seqs = np.floor(np.maximum(free, 0.0) / per_seq)
+    if isinstance(sc.batch, int):
+        seqs = np.full(db.n, float(math.ceil(sc.batch / ex.dp)))
+        none_fit = np.zeros(db.n, dtype=bool)
+        run = _run(db, wl, sc, ex, None, float(sc.batch))
     else:
-        seqs = np.full(n, float(math.ceil(sc.batch / dp)))
-
-    # Designs that run the same per-replica batch are evaluated together. A design where not
-    # even one sequence fits runs at batch 1, where its placement fails and says why.
-    none_fit = seqs < 1
-    run_seqs = np.maximum(seqs, 1.0)
-    out: dict[str, np.ndarray] = {}
-    for b in np.unique(run_seqs):
-        idx = np.flatnonzero(run_seqs == b)
-        total = dp * b if sc.batch == "max" else float(sc.batch)
-        res = _evaluate_group(_subset(db, idx), wl, sc.model_copy(update={"batch": int(b)}),
-                              tp, pp, total, chips, fusion, in_sequence)
-        if not out:
-            out = {key: np.empty((n, *val.shape[1:]), dtype=val.dtype)
-                   for key, val in res.items() if key not in _PER_OP}
-            per_op = {key: res[key] for key in _PER_OP}
-        for key, val in res.items():
-            if key not in _PER_OP:
-                out[key][idx] = val
-    reason = out["reason"].astype(object)
+        most = size(db, wl, sc, ex)
+        none_fit = most < 1
+        if sc.batch == "max":
+            seqs = np.maximum(most, 1.0)
+            run = _run(db, wl, sc, ex, seqs, ex.dp * seqs)
+        else:
+            seqs, run = _best(db, wl, sc, ex, np.maximum(most, 1.0))
+    step = run.step
+    reason = run.reason.copy()
     reason[none_fit] = "not even one sequence fits: " + reason[none_fit]
-    feasible = out["feasible"] & ~none_fit
-    raw = {m: out[m] for m in METRICS}
+    feasible = run.feasible & ~none_fit
+    raw = dict(run.metrics)
     limited, energy = None, None
     if tech is not None:
-        raw, limited, energy, reason, ok = _with_power(db, tech, sc, per_op, out, raw, chips,
-                                                       pp if in_sequence else 1, reason,
-                                                       reticle)
+        raw, limited, energy, reason, ok = _with_power(
+            db, tech, sc, step, raw, ex.chips, ex.pp if sc.phase in LATENCY_PHASES else 1,
+            reason, reticle)
         feasible = feasible & ok
     metrics = {m: np.where(feasible, v, np.nan) for m, v in raw.items()}
     return Evaluation(
         hardware=db.spec.name, workload=wl.name, scenario=sc, scenario_name=sc_name,
-        scenario_overrides=given, chips=chips, tp=tp, pp=pp, batch=db,
+        scenario_overrides=given, chips=ex.chips, tp=ex.tp, pp=ex.pp, batch=db,
         feasible=feasible, reason=np.where(feasible, "", reason).astype(object),
         sequences=np.where(none_fit, 0.0, seqs), metrics=metrics,
-        memory_bytes=out["memory"], level_names=db.level_names, ops_name=per_op["ops_name"],
-        ops_count=out["count"], ops_flops=out["flops"], ops_bytes=out["bytes"],
-        ops_time=out["time"], ops_bound=out["bound"], power_limited=limited, energy=energy,
-        warnings=tuple(warnings))
+        memory_bytes=run.placement.used, level_names=db.level_names, ops_name=step.names,
+        ops_count=step.count, ops_flops=step.flops, ops_bytes=step.traffic,
+        ops_time=step.time, ops_bound_code=step.bound, power_limited=limited, energy=energy,
+        warnings=tuple(warnings), execution=ex)
 
 
-_PER_OP = ("ops_name", "precision", "matrix", "link_bytes")
+def size(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution) -> np.ndarray:
+    """[N] the most sequences per replica whose memory fits (stage `size`): the KV cache at
+    the steady-state context plus the activation workspace per sequence, beside the
+    weights."""
+    table = lower(wl, sc.model_copy(update={"batch": 1}))
+    ops, _ = chip_ops(table, ex)
+    fp = footprint(table, ops, ex)
+    _reject(not np.all(fp.kv_cache + fp.workspace > 0),
+            f"{wl.name}: batch {sc.batch} needs per-sequence memory to size")
+    free = db.resident_capacity.sum(axis=1) - fp.weights
+    return np.floor(np.maximum(free, 0.0) / (fp.kv_cache + fp.workspace))
 
 
-def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, per_op: dict, out: dict,
-                raw: dict, chips: int, stages: int, reason: np.ndarray,
-                reticle: bool) -> tuple:
-    """Metrics with power and energy added and a TDP applied; see dse.model.power."""
-    energy = step_energy(db, tech, per_op["precision"], per_op["matrix"], out["count"],
-                         out["flops"], out["bytes"], per_op["link_bytes"])
-    step = np.sum(out["count"] * out["time"], axis=1)
+def _best(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
+          most: np.ndarray) -> tuple[np.ndarray, Run]:
+    """batch best: for every design the batch in 1..most with the highest throughput that
+    meets the scenario's latency target; all candidates of all designs run in one pass."""
+    metric = "samples_per_s" if sc.phase == "inference" else "output_tokens_per_s"
+    k = BEST_CANDIDATES
+    steps = np.linspace(0.0, 1.0, k)[None, :]
+    lo, hi, best = np.ones(db.n), most, most
+    for geometric in (True, False):
+        if np.all(hi <= lo):
+            break
+        # pass 1: geometric from lo to hi; pass 2: linear between the best's neighbours
+        cand = np.round(lo[:, None] * (hi / lo)[:, None] ** steps) if geometric else \
+            np.round(lo[:, None] + (hi - lo)[:, None] * steps)
+        cand = np.clip(cand, 1.0, most[:, None])
+        flat = cand.ravel()
+        idx = np.repeat(np.arange(db.n), k)
+        run = _run(_take(db, idx), wl, sc, ex, flat, ex.dp * flat)
+        score = np.where(run.feasible & _meets(run.metrics, sc), run.metrics[metric], -1.0)
+        score = score.reshape(db.n, k)
+        pick = np.argmax(score, axis=1)
+        left = np.take_along_axis(cand, np.maximum(pick - 1, 0)[:, None], axis=1)[:, 0]
+        right = np.take_along_axis(cand, np.minimum(pick + 1, k - 1)[:, None], axis=1)[:, 0]
+        best = np.take_along_axis(cand, pick[:, None], axis=1)[:, 0]
+        lo, hi = left, right
+    return best, _run(db, wl, sc, ex, best, ex.dp * best, target=True)
+
+
+def _meets(metrics: dict[str, np.ndarray], sc: Scenario) -> np.ndarray:
+    """Designs that meet the scenario's latency target (time per output token for serve,
+    per batch for inference); all of them without a target."""
+    if sc.latency_target is None:
+        return np.ones(len(metrics["latency_s"]), dtype=bool)
+    with np.errstate(divide="ignore"):
+        per_token = 1.0 / metrics["decode_tokens_per_s"] if sc.phase == "serve" \
+            else metrics["latency_s"]
+    return per_token <= sc.latency_target
+
+
+def _take(db: DesignBatch, idx: np.ndarray) -> DesignBatch:
+    """The designs at `idx` of a batch (repeats allowed)."""
+    fields = {}
+    for name in db.__dataclass_fields__:
+        v = getattr(db, name)
+        if isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == db.n \
+                and name not in ("resident", "per_unit"):
+            v = v[idx]
+        elif isinstance(v, dict):
+            v = {key: a[idx] for key, a in v.items()}
+        fields[name] = v
+    fields["n"] = len(idx)
+    return DesignBatch(**fields)
+
+
+def footprint(table: OpTable, ops: ChipOps, ex: Execution) -> Footprint:
+    """Bytes per chip of each placed class (stage `footprint`): weights split over tp x pp,
+    the KV cache at the steady-state context (split over min(tp, KV heads) x pp), and the
+    largest activation working set of one operator instance."""
+    meta = table.meta
+    context = meta["context_avg"] if meta["phase"] == "serve" else meta["context_max"]
+    kv_split = min(ex.tp, meta.get("kv_heads") or ex.tp) * ex.pp
+    ws = _activation_bytes(ops)
+    return Footprint(
+        weights=np.asarray(meta["weight_bytes"] / ex.model_split, dtype=float),
+        kv_cache=np.asarray(meta["batch"] * context * meta["kv_bytes_per_token"] / kv_split,
+                            dtype=float),
+        workspace=ws.max(axis=-1) if ws.shape[-1] else np.zeros(ws.shape[:-1]))
+
+
+def _activation_bytes(ops: ChipOps) -> np.ndarray:
+    """[I] or [N, I] activation working set of each operator instance (inputs + outputs)."""
+    return (ops.read[..., A] + ops.written[..., A] + ops.read[..., G]
+            + ops.written[..., G])
+
+
+def access(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps) -> Access:
+    """Where each operator finds its data (stage `access`). Weights and the KV cache are
+    read where they are stored, except that a decode step whose whole working set (weights
+    + KV) fits a shared cache finds it there (placement.cached_level). Activations live in
+    the innermost chip-wide on-chip level that holds an operator's inputs and outputs, else
+    in the first resident level (DRAM, or the SRAM of an SRAM-only chip)."""
+    n, lv = db.n, db.levels
+    cache = cached_level(db, fp.weights + fp.kv_cache)
+    decode = ops.stage == "decode"
+    levels = np.arange(lv)
+
+    def with_cache(share: np.ndarray) -> np.ndarray:
+        moved = np.where(levels[None, :] > cache[:, None], share, 0.0).sum(axis=1)
+        cached = np.where(levels[None, :] > cache[:, None], 0.0, share)
+        cached[np.arange(n), np.maximum(cache, 0)] += moved
+        cached = np.where((cache >= 0)[:, None], cached, share)
+        if not decode.any() or np.all(cache < 0):
+            return share
+        return np.where(decode[None, :, None], cached[:, None, :], share[:, None, :])
+
+    ws = np.broadcast_to(_activation_bytes(ops), (n, len(ops.name)))
+    first_resident = int(np.argmax(db.resident)) if db.resident.any() else lv - 1
+    dram = [i for i in range(lv) if db.resident[i] and db.level_kinds[i] in ("dram", "host")]
+    fallback = dram[0] if dram else first_resident
+    act_home = np.full((n, len(ops.name)), fallback)
+    for level in reversed(range(lv)):
+        if db.level_kinds[level] in ("cache", "sram") and not db.per_unit[level] \
+                and level < fallback:
+            act_home = np.where(db.capacity[:, level][:, None] >= ws, level, act_home)
+    return Access(home={"weights": with_cache(placed.share("weights")),
+                        "kv_cache": with_cache(placed.share("kv_cache"))}, act_home=act_home)
+
+
+def step(db: DesignBatch, ops: ChipOps, coll, t: OpTimes, t_coll: np.ndarray) -> Step:
+    """Operators and collectives of one step joined (stage `step`): counts, times, bounds
+    and the step's total and decode time per design."""
+    n, lv = db.n, db.levels
+    nc = len(coll)
+    count = np.concatenate([np.broadcast_to(ops.count, (n, len(ops.name))),
+                            np.broadcast_to(coll.count, (n, nc))], axis=1)
+    time = np.concatenate([t.time, t_coll], axis=1)
+    stage = np.concatenate([ops.stage, coll.stage])
+    per = time * count
+    return Step(
+        ops=ops, names=np.concatenate([ops.name, coll.name]),
+        precision=np.concatenate([ops.dtype.astype(object), np.full(nc, "", dtype=object)]),
+        matrix=np.concatenate([ops.is_matrix, np.zeros(nc, dtype=bool)]),
+        link_bytes=np.concatenate([np.zeros(np.shape(ops.count)), collective_volume(coll)],
+                                  axis=-1) if nc else np.zeros(np.shape(ops.count)),
+        count=count,
+        flops=np.concatenate([np.broadcast_to(ops.flops, (n, len(ops.name))),
+                              np.zeros((n, nc))], axis=1),
+        traffic=np.concatenate([t.traffic, np.zeros((n, nc, lv))], axis=1),
+        time=time,
+        bound=np.concatenate([t.bound, np.full((n, nc), INTERCONNECT)], axis=1),
+        total=per.sum(axis=1), decode=per[:, stage == "decode"].sum(axis=1),
+        missing_rate=t.missing_rate, no_link=~np.all(np.isfinite(t_coll), axis=1))
+
+
+def phase_metrics(meta: dict, st: Step, sequences: np.ndarray | float, chips: int,
+                  total_flops: np.ndarray | float) -> dict[str, np.ndarray]:
+    """Latency and throughput of the phase (stage `metrics`). `sequences`: sequences of the
+    whole system (every replica runs meta's batch of them, the last possibly fewer)."""
+    total, n = st.total, len(st.total)
+    s_out, s_in, phase = meta["seq_out"], meta["seq_in"], meta["phase"]
+    nan = np.full(n, np.nan)
+    m = {k: nan for k in METRICS}
+    m["latency_s"] = total / s_out if phase == "decode" else total
+    m["achieved_flop_per_s"] = sequences / meta["batch"] * total_flops / total
+    if phase == "prefill":
+        m["ttft_s"] = total
+        m["tokens_per_s_per_chip"] = sequences * s_in / total / chips
+    elif phase in ("decode", "serve"):
+        m["decode_tokens_per_s"] = s_out / (st.decode if phase == "serve" else total)
+        m["output_tokens_per_s"] = sequences * s_out / total
+        m["tokens_per_s_per_chip"] = m["output_tokens_per_s"] / chips
+    elif phase == "inference":
+        m["samples_per_s"] = sequences / total
+        m["tokens_per_s_per_chip"] = sequences * s_in / total / chips
+    return {k: np.broadcast_to(v, (n,)).astype(float) for k, v in m.items()}
+
+
+def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
+         batch: np.ndarray | None, sequences: np.ndarray | float,
+         target: bool = False) -> Run:
+    """One pass of the pipeline. `batch`: [N] sequences per replica (None: the scenario's
+    batch, ceil(batch / dp) per replica); `sequences`: of the whole system."""
+    if batch is None:
+        table = lower(wl, sc.model_copy(update={"batch": math.ceil(sc.batch / ex.dp)}))
+    else:
+        table = lower(wl, sc, batch=batch)
+    ops, coll = chip_ops(table, ex, stages_in_sequence=sc.phase in LATENCY_PHASES)
+    fp = footprint(table, ops, ex)
+    placed = place(db, fp)
+    acc = access(db, placed, fp, ops)
+    st = step(db, ops, coll, op_times(db, ops, acc.home, acc.act_home),
+              collective_times(db, coll))
+
+    reasons = np.full(db.n, "", dtype=object)
+    reasons = np.where(~placed.feasible, _fit_text(db, fp, placed.short), reasons)
+    reasons = np.where(st.missing_rate & (reasons == ""),
+                       f"no compute rate for precision {sc.precision} on {db.spec.name}",
+                       reasons)
+    reasons = np.where(st.no_link & (reasons == ""),
+                       f"{ex.model_split if ex.model_split > 1 else ex.chips} chips must "
+                       f"communicate but {db.spec.name} has no chip-to-chip links", reasons)
+    metrics = phase_metrics(table.meta, st, sequences, ex.chips, table.total_flops)
+    feasible = reasons == ""
+    if target and sc.latency_target is not None:
+        slow = feasible & ~_meets(metrics, sc)
+        reasons = np.where(slow, f"no batch meets the latency target of "
+                                 f"{units.format_quantity(sc.latency_target, units.TIME)}",
+                           reasons)
+        feasible = reasons == ""
+    return Run(step=st, placement=placed, footprint=fp, feasible=feasible, reason=reasons,
+               metrics=metrics)
+
+
+def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dict,
+                chips: int, stages: int, reason: np.ndarray, reticle: bool) -> tuple:
+    """Metrics with power and energy added and a TDP applied (stage `power`); see
+    dse.model.power and dse.model.area."""
+    energy = step_energy(db, tech, st.precision, st.matrix, st.count, st.flops, st.traffic,
+                         st.link_bytes)
     die = area(db, tech, reticle=reticle)
     # A latency-phase listing covers every pipeline stage; each chip runs 1/pp of it.
     chip_energy = StepEnergy(energy.compute / stages, energy.memory / stages,
                              energy.links / stages)
     # Static power leaks from the transistors: padding added for die edge holds none.
     content = die.total_mm2 - die.components.get(PADDING, 0.0)
-    pw = chip_power(chip_energy.total, step, tech.energy.static.per_area * content,
+    pw = chip_power(chip_energy.total, st.total, tech.energy.static.per_area * content,
                     db.tdp)
     s = np.where(np.isfinite(pw.stretch), pw.stretch, 1.0)
     m = {k: (v * s if k in _TIME_METRICS else v / s) for k, v in raw.items()}
     system_w = chips * pw.power_w
     nan = np.full(db.n, np.nan)
     m["power_w"] = pw.power_w
-    m["energy_per_step_j"] = system_w * step * s
+    m["energy_per_step_j"] = system_w * st.total * s
     m["area_mm2"] = die.total_mm2
     with np.errstate(divide="ignore", invalid="ignore"):
         if sc.phase in ("decode", "serve"):
@@ -246,159 +501,15 @@ def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, per_op: dict, out
     return m, pw.limited, chip_energy, reason, pw.feasible & die.feasible
 
 
-def _subset(db: DesignBatch, idx: np.ndarray) -> DesignBatch:
-    """The designs at `idx` of a batch."""
-    if len(idx) == db.n:
-        return db
-    fields = {}
-    for name in db.__dataclass_fields__:
-        v = getattr(db, name)
-        if isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == db.n \
-                and name not in ("resident", "per_unit"):
-            v = v[idx]
-        elif isinstance(v, dict):
-            v = {k: a[idx] for k, a in v.items()}
-        fields[name] = v
-    fields["n"] = len(idx)
-    return DesignBatch(**fields)
-
-
-def _per_sequence_bytes(wl: WorkloadSpec, sc: Scenario, tp: int, pp: int,
-                        fusion: str) -> tuple[float, float]:
-    """(bytes per chip each extra sequence needs, bytes per chip needed regardless) for
-    sizing batch max: KV cache at the steady-state context plus activation workspace."""
-    table = lower(wl, sc.model_copy(update={"batch": 1}))
-    meta = table.meta
-    context = meta["context_avg"] if sc.phase == "serve" else meta["context_max"]
-    ops, _ = chip_ops(table, tp, pp, fusion)
-    per_seq = meta["kv_bytes_per_token"] * context / (tp * pp) + _workspace(ops)
-    return per_seq, meta["weight_bytes"] / (tp * pp)
-
-
-def _activation_bytes(ops: ChipOps) -> np.ndarray:
-    """[I] activation working set of each operator instance (inputs + outputs), bytes."""
-    return ops.read[:, A] + ops.written[:, A] + ops.read[:, G] + ops.written[:, G]
-
-
-def _workspace(ops: ChipOps) -> float:
-    """Largest activation working set of one operator instance, bytes."""
-    ws = _activation_bytes(ops)
-    return float(ws.max()) if len(ws) else 0.0
-
-
-def _evaluate_group(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, tp: int, pp: int,
-                    sequences: float, chips: int, fusion: str, in_sequence: bool) -> dict:
-    """One group of designs that run the same per-replica batch. `sequences`: sequences of
-    the whole system (every replica runs sc.batch of them, the last possibly fewer)."""
-    table = lower(wl, sc)
-    meta = table.meta
-    ops, coll = chip_ops(table, tp, pp, fusion, stages_in_sequence=in_sequence)
-    n, lv = db.n, db.levels
-    context = meta["context_avg"] if sc.phase == "serve" else meta["context_max"]
-    weights = meta["weight_bytes"] / (tp * pp)
-    kv = meta["batch"] * context * meta["kv_bytes_per_token"] / (tp * pp)
-    workspace = _workspace(ops)
-    placed = place(db, {"weights": weights, "kv_cache": kv, "workspace": workspace})
-
-    # Homes of the persistent classes; decode steps find a working set that fits a cache
-    # in that cache (see placement.cached_level).
-    w_home = placed.fraction[:, PLACED.index("weights")]
-    kv_home = placed.fraction[:, PLACED.index("kv_cache")]
-    cache = cached_level(db, weights + kv)
-    decode = ops.stage == "decode"
-    levels = np.arange(lv)
-
-    def with_cache(share: np.ndarray) -> np.ndarray:
-        moved = np.where(levels[None, :] > cache[:, None], share, 0.0).sum(axis=1)
-        cached = np.where(levels[None, :] > cache[:, None], 0.0, share)
-        cached[np.arange(n), np.maximum(cache, 0)] += moved
-        cached = np.where((cache >= 0)[:, None], cached, share)
-        return np.where(decode[None, :, None], cached[:, None, :], share[:, None, :])
-
-    # Activations: the innermost chip-wide on-chip level that holds an operator's inputs
-    # and outputs, else the first resident level (DRAM, or the SRAM of an SRAM-only chip).
-    ws = _activation_bytes(ops)
-    first_resident = int(np.argmax(db.resident)) if db.resident.any() else lv - 1
-    dram = [i for i in range(lv) if db.resident[i] and db.level_kinds[i] in ("dram", "host")]
-    fallback = dram[0] if dram else first_resident
-    act_home = np.full((n, len(ws)), fallback)
-    for level in reversed(range(lv)):
-        if db.level_kinds[level] in ("cache", "sram") and not db.per_unit[level] \
-                and level < fallback:
-            fits = db.capacity[:, level][:, None] >= ws[None, :]
-            act_home = np.where(fits, level, act_home)
-
-    t = op_times(db, ops, {"weights": with_cache(w_home), "kv_cache": with_cache(kv_home)},
-                 act_home)
-    t_coll = collective_times(db, coll)
-    count = np.concatenate([ops.count, coll.count])
-    time = np.concatenate([t.time, t_coll], axis=1)
-    total = time @ count
-    stage = np.concatenate([ops.stage, coll.stage])
-    t_decode = time[:, stage == "decode"] @ count[stage == "decode"]
-
-    level_names = np.array(db.level_names, dtype=object)
-    bound = np.where(t.bound == 0, "compute", level_names[np.maximum(t.bound - 1, 0)])
-    bound = np.where(t.bound < 0, "overhead", bound)
-    bound = np.concatenate([bound, np.full((n, len(coll)), "interconnect", dtype=object)],
-                           axis=1)
-    coll_bytes = np.zeros((n, len(coll), lv))
-    traffic = np.concatenate([t.traffic, coll_bytes], axis=1)
-
-    reasons = np.full(n, "", dtype=object)
-    fit_text = _fit_text(db, weights, kv, workspace, placed.short)
-    reasons = np.where(~placed.feasible, fit_text, reasons)
-    reasons = np.where(t.missing_rate & (reasons == ""),
-                       f"no compute rate for precision {sc.precision} on {db.spec.name}",
-                       reasons)
-    no_link = ~np.all(np.isfinite(t_coll), axis=1)
-    reasons = np.where(no_link & (reasons == ""),
-                       f"{tp * pp if tp * pp > 1 else chips} chips must communicate but "
-                       f"{db.spec.name} has no chip-to-chip links", reasons)
-    feasible = reasons == ""
-
-    s_out, s_in = meta["seq_out"], meta["seq_in"]
-    nan = np.full(n, np.nan)
-    phase = meta["phase"]
-    flops = sequences / meta["batch"] * table.total_flops
-    m = {k: nan for k in METRICS}
-    m["latency_s"] = total / s_out if phase == "decode" else total
-    m["achieved_flop_per_s"] = flops / total
-    if phase == "prefill":
-        m["ttft_s"] = total
-        m["tokens_per_s_per_chip"] = sequences * s_in / total / chips
-    elif phase in ("decode", "serve"):
-        m["decode_tokens_per_s"] = s_out / (t_decode if phase == "serve" else total)
-        m["output_tokens_per_s"] = sequences * s_out / total
-        m["tokens_per_s_per_chip"] = m["output_tokens_per_s"] / chips
-    elif phase == "inference":
-        m["samples_per_s"] = sequences / total
-        m["tokens_per_s_per_chip"] = sequences * s_in / total / chips
-    return {
-        "ops_name": np.concatenate([ops.name, coll.name]),
-        "precision": np.concatenate([ops.dtype.astype(object),
-                                     np.full(len(coll), "", dtype=object)]),
-        "matrix": np.concatenate([ops.is_matrix, np.zeros(len(coll), dtype=bool)]),
-        "link_bytes": np.concatenate([np.zeros(len(ops.count)), collective_volume(coll)]),
-        "feasible": feasible, "reason": reasons, **m,
-        "memory": placed.used, "count": np.broadcast_to(count, (n, len(count))).copy(),
-        "flops": np.broadcast_to(np.concatenate([ops.flops, np.zeros(len(coll))]),
-                                 (n, len(count))).copy(),
-        "bytes": traffic, "time": time, "bound": bound,
-    }
-
-
-def _fit_text(db: DesignBatch, weights: float, kv: float, workspace: float,
-              short: np.ndarray) -> np.ndarray:
+def _fit_text(db: DesignBatch, fp: Footprint, short: np.ndarray) -> np.ndarray:
     """Why a placement fails, per design ("" where it does not): text only for the designs
     that need it, so a large batch of feasible designs builds no strings."""
-    from dse import units
-
     gb = lambda v: units.format_quantity(float(v), units.BYTES)  # noqa: E731
     room = db.resident_capacity.sum(axis=1)
+    w, kv, ws = (np.broadcast_to(a, (db.n,)) for a in (fp.weights, fp.kv_cache, fp.workspace))
     out = np.full(db.n, "", dtype=object)
     for i in np.flatnonzero(short > 0):
-        out[i] = (f"weights {gb(weights)} + KV cache {gb(kv)} + workspace {gb(workspace)} per "
+        out[i] = (f"weights {gb(w[i])} + KV cache {gb(kv[i])} + workspace {gb(ws[i])} per "
                   f"chip exceed the {gb(room[i])} of memory that can hold them "
                   f"({gb(short[i])} short)")
     return out

@@ -1,47 +1,89 @@
-"""Multi-chip inference: what one chip runs under tensor and pipeline parallelism, the
+"""Multi-chip execution: what one chip runs under tensor and pipeline parallelism, the
 kernels a production stack fuses, and the collectives with their cost.
 
-Tensor parallelism (Megatron-LM, Shoeybi et al. 2019) splits each operator by its `split`:
-column-parallel GEMMs (Q/K/V, gate, up) split N; row-parallel GEMMs (output, down) split K
-and are followed by an all-reduce of their output; attention splits heads; the LM head
-splits the vocabulary and all-gathers the logits; norms, residual adds and the embedding
-are replicated. Two all-reduces per layer.
+Tensor parallelism (Megatron-LM, Shoeybi et al. 2019) splits each operator by its `split`
+(the table `SPLITS`: which dimensions, tensor classes and FLOPs it divides, and the
+collective that follows it): column-parallel GEMMs (Q/K/V, gate, up) split N; row-parallel
+GEMMs (output, down) split K and are followed by an all-reduce of their output; attention
+splits heads; the LM head splits the vocabulary and all-gathers the logits; norms, residual
+adds and the embedding are replicated. Two all-reduces per layer. With grouped-query
+attention and tp above the KV heads, each KV head is replicated on tp / kv_heads chips
+(Megatron-LM and vLLM do this), so the KV cache divides by min(tp, kv_heads).
 
 Pipeline parallelism splits the layers into `pp` stages; the activations of every token
-cross each stage boundary once per pass.
+cross each stage boundary once per pass (a point-to-point send).
 
-Collective on p chips (ring algorithm, as NCCL uses on NVLink and xGMI):
-    all-reduce: overhead + 2 (p - 1) latency + 2 (p - 1) / p * bytes / bandwidth
-    all-gather: overhead + (p - 1) latency + (p - 1) / p * bytes / bandwidth
-    send:       overhead + latency + bytes / bandwidth
-with bandwidth the chip's link bandwidth per direction x its achieved fraction (the peers
-it can reach directly, for fully connected chips); groups larger than a node use the
-scale-out network. No I/O; arrays over N designs.
+Each collective kind is priced by its own formula (`COLLECTIVES`; the ring and pairwise
+algorithms NCCL uses on NVLink and xGMI, Thakur et al., "Optimization of Collective
+Communication Operations in MPICH", IJHPCA 2005), with S the whole tensor and p chips:
+    all_reduce:     2 (p - 1) steps, 2 (p - 1) / p x S sent per chip
+    all_gather:       (p - 1) steps,   (p - 1) / p x S
+    reduce_scatter:   (p - 1) steps,   (p - 1) / p x S
+    all_to_all:       (p - 1) steps,   (p - 1) / p x S  (each chip keeps 1/p of its data)
+    send:                   1 step,                  S
+    time = overhead + steps x latency + sent / (link bandwidth x achieved fraction)
+with the link bandwidth of the peers a chip reaches directly (fully connected chips), and
+the scale-out network for groups larger than a node. No I/O; arrays over N designs.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from dse.model.batch import DesignBatch
+from dse.model.execution import Execution
 from dse.model.performance import KV, A, ChipOps, W
+from dse.workloads.optable import SPLITS as TABLE_SPLITS
 from dse.workloads.optable import OpTable
 
-# Fusion of the flash-attention kernel (Dao et al. 2022), used by every production
-# inference stack: scores, softmax and the weighted sum of V run as one kernel, so the
-# score matrix never leaves the chip's innermost memory and the softmax and value steps
-# launch nothing of their own. Every other operator is its own kernel.
-FUSIONS = ("flash", "none")
+
+@dataclass(frozen=True)
+class Split:
+    """What tensor parallelism divides by tp for one kind of split, and the collective over
+    the tp group (on the operator's whole output) that follows it."""
+
+    flops: bool = False
+    n: bool = False  # GEMM N (output columns)
+    k: bool = False  # GEMM K (reduction)
+    heads: bool = False  # independent matrices (attention heads)
+    weights: bool = False
+    act_in: bool = False
+    act_out: bool = False
+    kv_in: bool = False
+    kv_out: bool = False
+    collective: str | None = None
+
+
+SPLITS: dict[str, Split] = {
+    "replicated": Split(),
+    "column": Split(flops=True, n=True, weights=True, act_out=True, kv_out=True),
+    "row": Split(flops=True, k=True, weights=True, act_in=True, collective="all_reduce"),
+    "heads": Split(flops=True, heads=True, act_in=True, act_out=True, kv_in=True,
+                   kv_out=True),
+    "part": Split(flops=True, act_in=True, act_out=True),
+    "vocab": Split(flops=True, n=True, weights=True, act_out=True, collective="all_gather"),
+}
+assert set(SPLITS) == set(TABLE_SPLITS), "every split the lowering uses is defined here"
+
+# (steps, bytes each chip sends) of one collective over p chips of a tensor of S bytes.
+COLLECTIVES: dict[str, Callable[[int, np.ndarray], tuple[int, np.ndarray]]] = {
+    "all_reduce": lambda p, s: (2 * (p - 1), 2.0 * (p - 1) / p * s),
+    "all_gather": lambda p, s: (p - 1, (p - 1) / p * s),
+    "reduce_scatter": lambda p, s: (p - 1, (p - 1) / p * s),
+    "all_to_all": lambda p, s: (p - 1, (p - 1) / p * s),
+    "send": lambda p, s: (1, 1.0 * s),
+}
 
 
 @dataclass(frozen=True)
 class Collectives:
-    """Communication steps, [J] arrays: kind (all_reduce, all_gather, send), stage (prefill,
-    decode ... as the operators'), group size, bytes per instance (the full tensor), repeat
-    count."""
+    """Communication steps, [J] arrays (nbytes [J] or [N, J] when the batch differs by
+    design): kind (a key of COLLECTIVES), stage (prefill, decode ... as the operators'),
+    group size, bytes per instance (the whole tensor), repeat count."""
 
     name: np.ndarray
     kind: np.ndarray
@@ -50,88 +92,117 @@ class Collectives:
     nbytes: np.ndarray
     count: np.ndarray
 
+    def __post_init__(self) -> None:
+        for kind in self.kind:
+            if kind not in COLLECTIVES:
+                raise ValueError(f"unknown collective '{kind}'; expected one of: "
+                                 f"{', '.join(COLLECTIVES)}")
+
     def __len__(self) -> int:
-        return len(self.count)
+        return len(self.name)
 
 
-def chip_ops(table: OpTable, tp: int, pp: int, fusion: str = "flash",
+def _mask(split: np.ndarray, attr: str) -> np.ndarray:
+    return np.array([getattr(SPLITS[s], attr) for s in split], dtype=bool)
+
+
+def chip_ops(table: OpTable, ex: Execution,
              stages_in_sequence: bool = True) -> tuple[ChipOps, Collectives]:
-    """The operators one chip runs and the collectives between chips.
+    """The operators one chip runs and the collectives between chips (the `plan` stage).
 
     stages_in_sequence: a step visits every pipeline stage in turn (latency phases: the
     step time is the sum over stages, so layer counts stay whole); otherwise stages work
-    concurrently on different micro-batches (throughput phases: one stage's share)."""
+    concurrently on different micro-batches (throughput phases: the longest stage's share)."""
+    tp, pp = ex.tp, ex.pp
     split = table.split
-    div = np.where(split == "replicated", 1.0, float(tp))
+    kv_div = float(min(tp, table.meta.get("kv_heads") or tp))
     read, written = table.read.copy(), table.written.copy()
     shape = table.shape.copy()
-    weights_split = np.isin(split, ["column", "row", "vocab"])
-    read[:, W] /= np.where(weights_split, tp, 1.0)
-    read[:, A] /= np.where(np.isin(split, ["row", "heads", "part"]), tp, 1.0)
-    read[:, KV] /= np.where(split == "heads", tp, 1.0)
-    written[:, A] /= np.where(np.isin(split, ["column", "heads", "part", "vocab"]), tp, 1.0)
-    written[:, KV] /= np.where(np.isin(split, ["column", "heads"]), tp, 1.0)
-    shape[:, 1] /= np.where(np.isin(split, ["column", "vocab"]), tp, 1.0)
-    shape[:, 2] /= np.where(split == "row", tp, 1.0)
-    shape[:, 3] /= np.where(split == "heads", tp, 1.0)
 
-    onchip = np.zeros(len(table))
+    def divide(a: np.ndarray, attr: str, by: float = float(tp)) -> None:
+        a /= np.where(_mask(split, attr), by, 1.0)
+
+    divide(read[..., W], "weights")
+    divide(read[..., A], "act_in")
+    divide(read[..., KV], "kv_in", kv_div)
+    divide(written[..., A], "act_out")
+    divide(written[..., KV], "kv_out", kv_div)
+    divide(shape[..., 1], "n")
+    divide(shape[..., 2], "k")
+    divide(shape[..., 3], "heads")
+    flops = table.flops / np.where(_mask(split, "flops"), float(tp), 1.0)
+
+    onchip = np.zeros_like(table.flops)
     launches = np.ones(len(table))
-    if fusion == "flash":
+    if ex.fusion == "flash":
         score = table.kind == "attention_score"
-        onchip += np.where(score, written[:, A], 0.0)
-        written[:, A] = np.where(score, 0.0, written[:, A])
+        onchip += np.where(score, written[..., A], 0.0)
+        written[..., A] = np.where(score, 0.0, written[..., A])
         soft = table.kind == "softmax"
-        onchip += np.where(soft, read[:, A] + written[:, A], 0.0)
-        read[:, A] = np.where(soft, 0.0, read[:, A])
-        written[:, A] = np.where(soft, 0.0, written[:, A])
+        onchip += np.where(soft, read[..., A] + written[..., A], 0.0)
+        read[..., A] = np.where(soft, 0.0, read[..., A])
+        written[..., A] = np.where(soft, 0.0, written[..., A])
         value = table.kind == "attention_value"
-        onchip += np.where(value, read[:, A], 0.0)
-        read[:, A] = np.where(value, 0.0, read[:, A])
+        onchip += np.where(value, read[..., A], 0.0)
+        read[..., A] = np.where(value, 0.0, read[..., A])
         launches = np.where(soft | value, 0.0, launches)
     count = table.count.copy()
     if not stages_in_sequence:  # the stage with the most layers sets the pace
         layers = table.meta.get("layers") or pp
         count = np.where(table.layer, count * math.ceil(layers / pp) / layers, count)
     ops = ChipOps(name=table.name, kind=table.kind, stage=table.stage, dtype=table.dtype,
-                  wdtype=table.wdtype, count=count, flops=table.flops / div,
+                  wdtype=table.wdtype, count=count, flops=flops,
                   read=read, written=written, onchip=onchip, shape=shape, launches=launches)
+    return ops, _collectives(table, ex, stages_in_sequence)
 
+
+def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Collectives:
+    """The collective each split declares (over the tp group) and the pipeline sends."""
+    tp, pp = ex.tp, ex.pp
     names, kinds, stages, groups, sizes, counts = [], [], [], [], [], []
     if tp > 1:
-        for i in np.flatnonzero(np.isin(split, ["row", "vocab"])):
-            reduce = split[i] == "row"
-            names.append(f"{table.name[i]}.{'all_reduce' if reduce else 'all_gather'}")
-            kinds.append("all_reduce" if reduce else "all_gather")
+        for i, s in enumerate(table.split):
+            kind = SPLITS[s].collective
+            if kind is None:
+                continue
+            names.append(f"{table.name[i]}.{kind}")
+            kinds.append(kind)
             stages.append(table.stage[i])
             groups.append(tp)
-            sizes.append(table.written[i, A])
-            counts.append(table.count[i])
+            sizes.append(table.written[..., i, A])
+            counts.append(table.count[..., i])
     if pp > 1:
         meta = table.meta
         passes = meta["seq_out"] if meta["phase"] == "decode" else 1.0
         tokens = meta["batch"] * (1.0 if meta["phase"] == "decode" else max(meta["seq_in"], 1))
         stage = {"decode": "decode", "serve": "decode", "prefill": "prefill"}.get(
             meta["phase"], meta["phase"])
+        hops = (pp - 1) if stages_in_sequence else 1.0
         if meta["phase"] == "serve":  # one prefill pass plus seq_out decode passes
             names.append("stage_send.prefill")
             kinds.append("send")
             stages.append("prefill")
             groups.append(2)
             sizes.append(meta["batch"] * meta["seq_in"] * meta["hidden_bytes_per_token"])
-            counts.append((pp - 1) if stages_in_sequence else 1.0)
+            counts.append(hops)
             passes, tokens = meta["seq_out"], meta["batch"]
         names.append("stage_send")
         kinds.append("send")
         stages.append(stage)
         groups.append(2)
         sizes.append(tokens * meta["hidden_bytes_per_token"])
-        counts.append(passes * ((pp - 1) if stages_in_sequence else 1.0))
-    coll = Collectives(name=np.array(names, dtype=object), kind=np.array(kinds, dtype=object),
-                       stage=np.array(stages, dtype=object),
-                       group=np.array(groups, dtype=float), nbytes=np.array(sizes, dtype=float),
-                       count=np.array(counts, dtype=float))
-    return ops, coll
+        counts.append(passes * hops)
+    lead = np.broadcast_shapes(*(np.shape(v) for v in (*sizes, *counts))) if sizes else ()
+
+    def cols(values: list) -> np.ndarray:
+        if not values:
+            return np.zeros(0)
+        return np.stack([np.broadcast_to(np.asarray(v, dtype=float), lead) for v in values],
+                        axis=-1)
+
+    return Collectives(name=np.array(names, dtype=object), kind=np.array(kinds, dtype=object),
+                       stage=np.array(stages, dtype=object), group=np.array(groups, dtype=float),
+                       nbytes=cols(sizes), count=cols(counts))
 
 
 def collective_bandwidth(batch: DesignBatch, group: int) -> np.ndarray:
@@ -146,30 +217,23 @@ def collective_bandwidth(batch: DesignBatch, group: int) -> np.ndarray:
     return links
 
 
-def _ring(kind: str, p: int, size: float) -> tuple[int, float]:
-    """(steps, bytes each chip sends) of one ring collective over p chips."""
-    if kind == "all_reduce":
-        return 2 * (p - 1), 2 * (p - 1) / p * size
-    if kind == "all_gather":
-        return p - 1, (p - 1) / p * size
-    return 1, size
-
-
 def collective_volume(coll: Collectives) -> np.ndarray:
-    """[J] bytes each chip sends over its links per instance of each collective."""
-    return np.array([_ring(str(coll.kind[j]), int(coll.group[j]), float(coll.nbytes[j]))[1]
-                     for j in range(len(coll))], dtype=float)
+    """[J] or [N, J] bytes each chip sends over its links per instance of each collective."""
+    out = np.zeros(np.shape(coll.nbytes))
+    for j, kind in enumerate(coll.kind):
+        out[..., j] = COLLECTIVES[kind](int(coll.group[j]), coll.nbytes[..., j])[1]
+    return out
 
 
 def collective_times(batch: DesignBatch, coll: Collectives) -> np.ndarray:
     """[N, J] seconds per instance of each collective (inf where chips cannot talk)."""
     out = np.zeros((batch.n, len(coll)))
-    for j in range(len(coll)):
+    for j, kind in enumerate(coll.kind):
         p = int(coll.group[j])
         bw = collective_bandwidth(batch, p)
         latency = batch.link_latency + (batch.scale_out_latency
                                         if p > batch.chips_per_node else 0.0)
-        steps, volume = _ring(str(coll.kind[j]), p, float(coll.nbytes[j]))
+        steps, volume = COLLECTIVES[kind](p, coll.nbytes[..., j])
         with np.errstate(divide="ignore"):
             out[:, j] = batch.collective_overhead + steps * latency + np.where(
                 bw > 0, volume / np.where(bw > 0, bw, 1.0), np.inf)

@@ -1,32 +1,57 @@
 """Placement: which memory level holds each persistent tensor class, per design.
 
-Weights first, then the KV cache, then the activation workspace, each filling the levels
-that can hold data across steps (`MemoryLevel.holds_resident`) innermost (fastest) first:
-weights that fit in a chip-wide SRAM stay there (Groq, Cerebras style); the rest go to the
-fastest DRAM tier with room, spilling to slower tiers (GH200's LPDDR5X, a CXL tier). What
-does not fit anywhere makes the design infeasible at that chip count.
+The classes placed, their order and the levels each may use are data (`POLICY`): weights
+first, then the KV cache, then the activation workspace, each filling the levels that can
+hold data across steps (`MemoryLevel.holds_resident`) innermost (fastest) first: weights that
+fit in a chip-wide SRAM stay there (Groq, Cerebras style); the rest go to the fastest DRAM
+tier with room, spilling to slower tiers (GH200's LPDDR5X, a CXL tier). What does not fit
+anywhere makes the design infeasible at that chip count. A class still to come (optimizer
+state, embedding rows) is a row of `POLICY` and a field of `Footprint`.
 
-A cache holds no data of its own, but a step that touches less than a cache's capacity
-across repeated steps (decode of a small model) finds it all there on the next step: LRU
-under a cyclic access pattern keeps everything when the working set fits and, in the limit,
-nothing when it does not. `cached_level` picks that cache. No I/O; arrays over N designs.
+Bytes stored per level are not the share of accesses each level serves: a cache holds no data
+of its own, but a step that touches less than a cache's capacity across repeated steps
+(decode of a small model) finds it all there on the next step: LRU under a cyclic access
+pattern keeps everything when the working set fits and, in the limit, nothing when it does
+not. `cached_level` picks that cache; the access stage (dse.model.evaluate.access) uses it.
+No I/O; arrays over N designs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from dse.model.batch import DesignBatch
 
-# Placement order and the classes placed.
-PLACED = ("weights", "kv_cache", "workspace")
+
+@dataclass(frozen=True)
+class Footprint:
+    """Bytes per chip of each placed class: scalars or [N] arrays (one per design)."""
+
+    weights: np.ndarray
+    kv_cache: np.ndarray
+    workspace: np.ndarray
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One placed class: its name (a Footprint field) and the level kinds it may use
+    (levels must also hold data across steps, `MemoryLevel.holds_resident`)."""
+
+    name: str
+    kinds: tuple[str, ...] = ("register", "sram", "cache", "dram", "host")
+
+
+# Placement order: classes earlier in the list take the fastest room first.
+POLICY: tuple[Rule, ...] = (Rule("weights"), Rule("kv_cache"), Rule("workspace"))
+PLACED = tuple(r.name for r in POLICY)
+assert set(PLACED) == {f.name for f in fields(Footprint)}, "every footprint class is placed"
 
 
 @dataclass(frozen=True)
 class Placement:
-    """fraction[N, P, L]: share of each placed class (PLACED order) held by each level;
+    """fraction[N, P, L]: share of each placed class (POLICY order) held by each level;
     used[N, L] bytes per chip; short[N] bytes that fit nowhere (0 when feasible)."""
 
     fraction: np.ndarray
@@ -37,17 +62,23 @@ class Placement:
     def feasible(self) -> np.ndarray:
         return self.short <= 0.0
 
+    def share(self, name: str) -> np.ndarray:
+        """[N, L] share of class `name` stored at each level."""
+        return self.fraction[:, PLACED.index(name)]
 
-def place(batch: DesignBatch, sizes: dict[str, np.ndarray | float]) -> Placement:
-    """Place `sizes` (bytes per chip per class; scalars or [N]) into the resident levels."""
+
+def place(batch: DesignBatch, footprint: Footprint) -> Placement:
+    """Place each class of `footprint` into the levels its rule allows, in POLICY order."""
     n, lv = batch.n, batch.levels
     free = batch.resident_capacity.copy()
-    fraction = np.zeros((n, len(PLACED), lv))
+    fraction = np.zeros((n, len(POLICY), lv))
     short = np.zeros(n)
-    for p, cls in enumerate(PLACED):
-        need = np.broadcast_to(np.asarray(sizes.get(cls, 0.0), dtype=float), (n,))
+    for p, rule in enumerate(POLICY):
+        need = np.broadcast_to(np.asarray(getattr(footprint, rule.name), dtype=float), (n,))
         remaining = need.copy()
         for level in range(lv):
+            if batch.level_kinds[level] not in rule.kinds:
+                continue
             take = np.minimum(remaining, free[:, level])
             free[:, level] -= take
             remaining = remaining - take

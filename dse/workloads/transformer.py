@@ -280,6 +280,7 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
     meta = {
         "phase": phase, "batch": batch, "seq_in": s_in, "seq_out": s_out if generates else 0.0,
         "layers": model.layers, "weight_bytes": parameter_counts(model)["total"] * b.wb,
+        "kv_heads": model.n_kv_heads,
         "hidden_bytes_per_token": model.d_model * b.ab,
         "kv_bytes_per_token": (model.layers * 2 * model.n_kv_heads * model.d_head * b.kvb
                                if cached else 0.0),

@@ -5,6 +5,7 @@ parallelism, and infeasible designs reported as data."""
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -277,7 +278,7 @@ def test_batch_equals_loop(kw):
     singles = [dse.evaluate(H100, LLAMA7, overrides={p: v[i] for p, v in SWEEP.items()},
                             **kw) for i in range(5)]
     assert_same_designs(ev, singles)
-    frame = ev.to_frame()
+    frame = pd.DataFrame(ev.columns())
     assert len(frame) == 5
     np.testing.assert_allclose(frame["latency_s"], ev.metrics["latency_s"], rtol=0)
     np.testing.assert_array_equal(frame["compute.units"], SWEEP["compute.units"])
@@ -467,7 +468,7 @@ def test_model_that_does_not_fit_is_infeasible_not_an_error():
     assert ev.feasible.tolist() == [False]
     assert "weights" in ev.reason[0]
     assert all(np.isnan(v).all() for v in ev.metrics.values())
-    frame = ev.to_frame()
+    frame = pd.DataFrame(ev.columns())
     assert not frame["feasible"].iloc[0]
 
 

@@ -224,16 +224,35 @@ def convert(path: str, term: Term, value: object, clock_hz: float | None) -> np.
         items = [value]
     if not items:
         raise DseError(f"--set {path}: expected at least one value")
-    out = np.empty(len(items))
-    for j, item in enumerate(items):
-        out[j] = _one(path, term, item, clock_hz)
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
+        out = _numbers(path, term, value.astype(float, copy=False).ravel())
+    else:
+        out = np.empty(len(items))
+        for j, item in enumerate(items):
+            out[j] = _one(path, term, item, clock_hz)
     if isinstance(value, np.ndarray):
         out = out.reshape(value.shape)
     return out
 
 
+def _numbers(path: str, term: Term, a: np.ndarray) -> np.ndarray:
+    """The checks of `_one` on an array of plain numbers at once (N designs from the API
+    or a study): the first offending value is reported."""
+    bad = ~np.isfinite(a)
+    if term.integer:
+        bad |= a != np.round(a)
+    for bound, fails in ((term.gt, lambda b: ~(a > b)), (term.ge, lambda b: a < b),
+                         (term.le, lambda b: a > b), (term.lt, lambda b: ~(a < b))):
+        if bound is not None:
+            bad |= fails(bound)
+    bad |= (a != 0) & (np.abs(a) < _SMALLEST_NORMAL)
+    if bad.any():
+        _one(path, term, float(a[np.argmax(bad)]), None)  # raises with the message
+    return a.copy()
+
+
 def _one(path: str, term: Term, item: object, clock_hz: float | None) -> float:
-    expect = term.describe_range()
+    expect = _Lazy(term.describe_range)
     if isinstance(item, bool | np.bool_) or item is None:
         raise DseError(f"--set {path}: expected {expect}, found {item!r}")
     if isinstance(item, str):
@@ -270,6 +289,16 @@ def _one(path: str, term: Term, item: object, clock_hz: float | None) -> float:
         raise DseError(f"--set {path}: expected {expect}, found {f:g} (below the smallest "
                        "normal float: a value this small is a typo)")
     return f
+
+
+class _Lazy:
+    """A message part computed only when an error is formatted."""
+
+    def __init__(self, make):  # noqa: ANN001
+        self.make = make
+
+    def __format__(self, spec: str) -> str:
+        return format(self.make(), spec)
 
 
 # Values below this are denormal: arithmetic on them loses precision and a rate or fraction

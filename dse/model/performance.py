@@ -126,7 +126,7 @@ def tile_utilization(shape: np.ndarray, tile: tuple[int, int, int] | None) -> np
     return util
 
 
-Side = float | np.ndarray  # one tile side for every design, or [N, 1]
+Side = float | np.ndarray  # one tile side for every design, or [N]
 
 
 def tile_sides(batch: DesignBatch) -> list[tuple[Side, Side]]:
@@ -134,7 +134,7 @@ def tile_sides(batch: DesignBatch) -> list[tuple[Side, Side]]:
     the A operand (T along N) and for the B operand (T along M): at level 0 the register
     file's (T = sqrt(bytes / 4)), else the engine's native tile (no tile: unbounded); at
     l > 0 the level inside it, per instance (per unit for per-unit levels). A float where
-    every design has the same side, else an [N, 1] array."""
+    every design has the same side, else [N]."""
     tile = batch.tile
     if batch.register_file:
         t0 = float(np.sqrt(batch.register_file / TILE_BYTES_PER_ELEMENT))
@@ -144,7 +144,7 @@ def tile_sides(batch: DesignBatch) -> list[tuple[Side, Side]]:
     for level in range(batch.levels - 1):
         cap = batch.unit_capacity[:, level]
         t = float(np.sqrt(cap[0] / TILE_BYTES_PER_ELEMENT)) if np.all(cap == cap[0]) \
-            else np.sqrt(cap / TILE_BYTES_PER_ELEMENT)[:, None]
+            else np.sqrt(cap / TILE_BYTES_PER_ELEMENT)
         sides.append((t, t))
     return sides
 
@@ -152,8 +152,8 @@ def tile_sides(batch: DesignBatch) -> list[tuple[Side, Side]]:
 def crossings(dim: np.ndarray, side: Side) -> np.ndarray:
     """How many times a GEMM operand crosses a level whose inner buffer holds output tiles of
     side `side` (a tiled GEMM re-reads A ceil(N / T) times and B ceil(M / T) times): ceil(dim
-    / side), at least 1. dim: [I] or [N, I], 0 for operators that are not GEMMs (read once).
-    """
+    / side), at least 1. dim: [I, 1] or [I, N], 0 for operators that are not GEMMs (read
+    once); side: a float or [N]."""
     if isinstance(side, np.ndarray) and dim.max(initial=0.0) <= side.min(initial=np.inf):
         return np.ones(dim.shape)  # every operand fits the smallest tile: one crossing
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -162,45 +162,19 @@ def crossings(dim: np.ndarray, side: Side) -> np.ndarray:
     return np.fmax(out, 1.0, out=out)  # fmax: 0 / 0 (no GEMM, empty buffer) counts once
 
 
-def _compute(batch: DesignBatch, ops: ChipOps, is_matrix: np.ndarray) -> tuple[np.ndarray,
-                                                                             np.ndarray]:
-    """[N, I] compute time (inf where the chip has no rate) and [N] missing-rate flags."""
-    n = batch.n
-    dtypes = ops.dtype.tolist()
-    precisions = sorted(set(dtypes))
-    m_tab, v_tab = rate_table(batch, precisions)
-    if len(precisions) == 1:  # [N, 1] columns broadcast over the operators
-        m_rate, v_rate = m_tab, v_tab
-    else:
-        col = np.array([precisions.index(d) for d in dtypes], dtype=np.intp)
-        m_rate, v_rate = m_tab[:, col], v_tab[:, col]
-    # A small GEMM runs on whichever engine is faster: the under-used array or the vector
-    # units. A chip without vector units has only the array (its vector work runs there).
-    rate = m_rate * tile_utilization(ops.shape, batch.tile)
-    if batch.vector_peak:
-        np.maximum(rate, v_rate, out=rate)
-    np.copyto(rate, v_rate, where=~is_matrix)
-    compute = np.divide(ops.flops, rate, out=rate)
+def _per_op(a: np.ndarray) -> np.ndarray:
+    """An operator quantity, [I] or [N, I], as [I, 1] or [I, N] (operators x designs)."""
+    return a[:, None] if a.ndim == 1 else a.T
 
-    fp32_vector = _rate(batch.vector_peak, "fp32", n)
-    fp32_vector = np.where(np.isnan(fp32_vector), v_tab.min(axis=1) if v_tab.size else np.nan,
-                           fp32_vector)
-    slots = np.array([DEQUANT_SLOTS.get(wd, 0.0) if m and d not in ("int8", "int4") else 0.0
-                      for wd, d, m in zip(ops.wdtype.tolist(), dtypes, is_matrix.tolist(),
-                                          strict=True)])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if slots.any():
-            shape = ops.shape
-            weight_elems = shape[..., 1] * shape[..., 2] * np.maximum(shape[..., 3], 1.0)
-            compute += (slots * weight_elems) * 2.0 / fp32_vector[:, None]
-        else:  # no dequantization; 0 / a missing fp32 rate is still NaN
-            zero = 0.0 / fp32_vector
-            if np.isnan(zero).any():
-                compute += zero[:, None]
-    if np.isfinite(compute).all():
-        return compute, np.zeros(n, dtype=bool)
-    missing = np.any(np.isnan(compute) & (ops.flops > 0), axis=1)
-    return np.nan_to_num(compute, copy=False, nan=np.inf), missing
+
+def _cols(a: np.ndarray, designs: slice) -> np.ndarray:
+    """The designs `designs` of an [I, 1] or [I, N] operator quantity."""
+    return a if a.shape[1] == 1 else a[:, designs]
+
+
+# Designs per block: op_times works on [operators, block] arrays that stay in the caches and
+# are reused from block to block (fresh memory is expensive: every page is faulted in).
+BLOCK = 2048
 
 
 def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
@@ -208,94 +182,193 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     """Time of every operator instance on every design.
 
     home: per class, [N, L] share stored at each level (weights and kv_cache), or [N, I, L]
-    where it differs by operator (a cache that holds the decode working set);
-    act_home: [N, I] level index where each operator's activations live. Operator
-    quantities (flops, read, written, onchip, shape, launches) may be per operator ([I],
-    [I, C], [I, 4]) or per design and operator ([N, I], [N, I, C], [N, I, 4]).
+    where it differs by operator (a cache that holds the decode working set; [N, 1, L]
+    broadcasts); act_home: [N, I] level index where each operator's activations live.
+    Operator quantities (flops, read, written, onchip, shape, launches) may be per operator
+    ([I], [I, C], [I, 4]) or per design and operator ([N, I], [N, I, C], [N, I, 4]).
 
-    Level by level, on [N, I] arrays updated in place, the bytes crossing level l are
+    Computed for blocks of designs, level by level, on operators x designs arrays updated
+    in place. The bytes crossing level l are
         (W_r rb_l) through_w_l + (KV_r rb_l) through_kv_l + KV_w through_kv_l
         + (A_r ra_l + A_w + G_r + G_w) [act_home >= l]  (+ onchip at level 0)
     with rb_l, ra_l the crossings of each GEMM's B and A operand (`crossings`; per operator
     only where every design has the same tile side at l) and through_l the share stored at
-    level l or beyond; the running maximum of compute and bytes / bandwidth is the roof,
+    level l or beyond; the weight and KV-cache terms are computed for the operators that
+    have such bytes only. The running maximum of compute and bytes / bandwidth is the roof,
     the first largest term the bound."""
     n_, lv = batch.n, batch.levels
     n_ops = len(ops.kind)
-    is_matrix = np.array([k in _MATRIX for k in ops.kind.tolist()], dtype=bool)
-    compute, missing = _compute(batch, ops, is_matrix)
+    kinds, dtypes, wdtypes = ops.kind.tolist(), ops.dtype.tolist(), ops.wdtype.tolist()
+    is_matrix = np.array([k in _MATRIX for k in kinds], dtype=bool)
 
-    # Per-operator constants: [I], or [N, I] for per-design operators.
-    r, w = ops.read, ops.written
-    w_r, kv_r, kv_w = r[..., W], r[..., KV], w[..., KV]
-    a_r, a_w = r[..., A], w[..., A]
-    act_rest = r[..., G] + w[..., G]
-    use_w, use_kv = bool(w_r.any()), bool(kv_r.any() or kv_w.any())
+    # Rates per precision ([P, N]) and where each operator finds its own.
+    precisions = sorted(set(dtypes))
+    m_tab, v_tab = (np.ascontiguousarray(t.T) for t in rate_table(batch, precisions))
+    rate_row = None if len(precisions) == 1 else \
+        np.array([precisions.index(d) for d in dtypes], dtype=np.intp)
+    fp32_vector = _rate(batch.vector_peak, "fp32", n_)
+    fp32_vector = np.where(np.isnan(fp32_vector), v_tab.min(axis=0) if v_tab.size else np.nan,
+                           fp32_vector)
+    vector_rows = np.flatnonzero(~is_matrix)
+    # Dequantization of weight-only-quantized weights on the vector units, in FLOPs.
+    slots = np.array([DEQUANT_SLOTS.get(wd, 0.0) if m and d not in ("int8", "int4") else 0.0
+                      for wd, d, m in zip(wdtypes, dtypes, is_matrix.tolist(), strict=True)])
+    dequant_rows = np.flatnonzero(slots)
     shape = ops.shape
-    m_dim = np.where(is_matrix, np.maximum(shape[..., 0], 1.0), 0.0)
-    n_dim = np.where(is_matrix, np.maximum(shape[..., 1], 1.0), 0.0)
-    sides = tile_sides(batch)
-    h_w, h_kv = (home[c][:, None, :] if home[c].ndim == 2 else home[c]
-                 for c in ("weights", "kv_cache"))
-    act_home = np.asarray(act_home)
-    act_lo, act_hi = (int(act_home.min()), int(act_home.max())) if act_home.size else (0, -1)
+    dequant = _per_op(shape[..., 1] * shape[..., 2] * np.maximum(shape[..., 3], 1.0))
+    dequant = slots[dequant_rows, None] * _rows(dequant, dequant_rows) * 2.0
+    plain_rows = np.flatnonzero(slots == 0)
+    util = _per_op(tile_utilization(shape, batch.tile))
+    flops = _per_op(ops.flops)
 
-    traffic = np.empty((lv, n_, n_ops))  # level-major: every level's [N, I] is contiguous
-    tmp = np.empty((n_, n_ops))
-    mem = np.empty((n_, n_ops))
-    hit = np.empty((n_, n_ops), dtype=bool)
-    roof = np.zeros((n_, n_ops))
-    bound = np.zeros((n_, n_ops), dtype=np.int64)
-    through_w = through_kv = None
-    # Outermost level first: the shares stored at l or beyond accumulate inwards, and the
-    # bound (the first largest term: compute, then the innermost level) is kept by letting
-    # a term replace the running maximum when it is at least as large.
-    for level in reversed(range(lv)):
-        out = traffic[level]
-        if use_w:
-            through_w = h_w[..., level].copy() if through_w is None \
-                else np.add(through_w, h_w[..., level], out=through_w)
-        if use_kv:
-            through_kv = h_kv[..., level].copy() if through_kv is None \
-                else np.add(through_kv, h_kv[..., level], out=through_kv)
-        side_a, side_b = sides[level]
-        rb = crossings(m_dim, side_b) if use_w or use_kv else None
-        empty = True
-        if use_w:
-            np.multiply(w_r * rb, through_w, out=out)
-            empty = False
-        if use_kv:
-            for coef in (kv_r * rb, kv_w):
-                if empty:
-                    np.multiply(coef, through_kv, out=out)
-                    empty = False
-                else:
-                    out += np.multiply(coef, through_kv, out=tmp)
-        if level <= act_hi:
-            act = a_r * crossings(n_dim, side_a)
-            act += a_w
-            act += act_rest
-            if level > act_lo:  # only where the activations live at this level or beyond
-                act = np.multiply(act, np.greater_equal(act_home, level), out=tmp)
-            if empty:
-                np.copyto(out, act)
-                empty = False
+    # Per-operator bytes, [I, 1] or [I, N], and the rows that have weight or KV-cache bytes.
+    r, w = ops.read, ops.written
+    w_r, kv_r, kv_w = _per_op(r[..., W]), _per_op(r[..., KV]), _per_op(w[..., KV])
+    a_r, a_w = _per_op(r[..., A]), _per_op(w[..., A])
+    act_rest = _per_op(r[..., G] + w[..., G])
+    onchip = _per_op(ops.onchip)
+    launches = _per_op(ops.launches)
+    matrix = is_matrix[:, None]
+    m_dim = np.where(matrix, np.maximum(_per_op(shape[..., 0]), 1.0), 0.0)
+    n_dim = np.where(matrix, np.maximum(_per_op(shape[..., 1]), 1.0), 0.0)
+    w_rows = np.flatnonzero(w_r.any(axis=1))
+    kv_rows = np.flatnonzero((kv_r != 0).any(axis=1) | (kv_w != 0).any(axis=1))
+    mixed = np.array(sorted(set(w_rows.tolist()) | set(kv_rows.tolist())), dtype=np.intp)
+    w_at, kv_at = np.searchsorted(mixed, w_rows), np.searchsorted(mixed, kv_rows)
+    w_coef, w_m = _rows(w_r, w_rows), _rows(m_dim, w_rows)
+    kv_r_coef, kv_w_coef, kv_m = _rows(kv_r, kv_rows), _rows(kv_w, kv_rows), \
+        _rows(m_dim, kv_rows)
+    h_w, h_kv = home["weights"], home["kv_cache"]
+    act_home = np.asarray(act_home)
+    sides = tile_sides(batch)
+    bandwidth = np.ascontiguousarray(batch.bandwidth.T)  # [L, N]
+    overhead_on = bool(np.any(batch.op_overhead)) and bool(np.any(ops.launches))
+
+    time = np.empty((n_, n_ops))
+    compute = np.empty((n_, n_ops))
+    traffic = np.empty((n_, n_ops, lv))
+    bound = np.empty((n_, n_ops), dtype=np.int8)
+    missing = np.zeros(n_, dtype=bool)
+    block = min(BLOCK, max(n_, 1))
+    work = np.empty((5, n_ops, block))
+    mixed_work = np.empty((len(mixed), block))
+    hit_work = np.empty((n_ops, block), dtype=bool)
+    code_work = np.empty((n_ops, block), dtype=np.int8)
+
+    for start in range(0, n_, block):
+        d = slice(start, min(start + block, n_))
+        b = d.stop - d.start
+        out, mem, roof, comp, tmp = work[:, :, :b]
+        hit, code, mixed_out = hit_work[:, :b], code_work[:, :b], mixed_work[:, :b]
+
+        # Compute time. A small GEMM runs on whichever engine is faster: the under-used
+        # array or the vector units. A chip without vector units has only the array (its
+        # vector work runs there).
+        m_rate, v_rate = m_tab[:, d], v_tab[:, d]
+        if rate_row is not None:
+            m_rate, v_rate = m_rate[rate_row], v_rate[rate_row]
+        np.multiply(m_rate, _cols(util, d), out=comp)
+        if batch.vector_peak:
+            np.maximum(comp, v_rate, out=comp)
+        if vector_rows.size:
+            comp[vector_rows] = v_rate[vector_rows] if rate_row is not None else v_rate
+        np.divide(_cols(flops, d), comp, out=comp)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if dequant_rows.size:
+                comp[dequant_rows] += _cols(dequant, d) / fp32_vector[d]
+            zero = 0.0 / fp32_vector[d]  # no dequantization work at a missing fp32 rate: NaN
+            if np.isnan(zero).any():
+                comp[plain_rows] += zero
+        if not np.isfinite(comp).all():
+            missing[d] = np.any(np.isnan(comp) & (_cols(flops, d) > 0), axis=0)
+            np.nan_to_num(comp, copy=False, nan=np.inf)
+        compute[d] = comp.T
+
+        # Bytes per level and the roofline terms, outermost level first: the shares stored
+        # at l or beyond accumulate inwards, and the bound (the first largest term: compute,
+        # then the innermost level) is kept by letting a term replace the running maximum
+        # when it is at least as large.
+        act_at = act_home[d]
+        act_lo, act_hi = int(act_at.min(initial=0)), int(act_at.max(initial=-1))
+        act_at = act_at.T
+        through_w = _Through(h_w[d], w_rows)
+        through_kv = _Through(h_kv[d], kv_rows)
+        for level in reversed(range(lv)):
+            side_a, side_b = sides[level]
+            if isinstance(side_a, np.ndarray):
+                side_a, side_b = side_a[d], side_b[d]
+            if level > act_hi:
+                out.fill(0.0)
             else:
-                out += act
-        if empty:
-            out.fill(0.0)
-        if level == 0:
-            out += ops.onchip
-        np.divide(out, batch.bandwidth[:, level, None], out=mem)
-        np.greater_equal(mem, roof, out=hit)
-        np.copyto(bound, level + 1, where=hit)
-        np.fmax(roof, mem, out=roof)  # fmax: a NaN (0 / 0 bandwidth) counts as no traffic
-    np.greater_equal(compute, roof, out=hit)
-    np.copyto(bound, 0, where=hit)
-    np.fmax(roof, compute, out=roof)
-    overhead = np.multiply(ops.launches, batch.op_overhead[:, None], out=tmp)
-    np.greater(overhead, roof, out=hit)
-    np.copyto(bound, -1, where=hit)
-    time = np.add(roof, overhead, out=roof)
-    return OpTimes(time=time, compute=compute, traffic=traffic.transpose(1, 2, 0),
-                   bound=bound, missing_rate=missing)
+                act = _cols(a_r, d) * crossings(_cols(n_dim, d), side_a)
+                act += _cols(a_w, d)
+                act += _cols(act_rest, d)
+                if level > act_lo:  # only where the activations live at this level or beyond
+                    np.multiply(act, np.greater_equal(act_at, level, out=hit), out=out)
+                else:
+                    np.copyto(out, act)
+            if mixed.size:
+                # (W_r rb) through_w + (KV_r rb) through_kv + KV_w through_kv, in that
+                # order, for the operators that have such bytes; then + the activations'.
+                if kv_rows.size < mixed.size:
+                    mixed_out.fill(0.0)
+                if w_rows.size:
+                    mixed_out[w_at] = (_cols(w_coef, d) * crossings(_cols(w_m, d), side_b)) \
+                        * through_w.at(level)
+                if kv_rows.size:
+                    t_kv = through_kv.at(level)
+                    part = (_cols(kv_r_coef, d) * crossings(_cols(kv_m, d), side_b)) * t_kv
+                    if w_rows.size:
+                        part += mixed_out[kv_at]
+                    part += _cols(kv_w_coef, d) * t_kv
+                    mixed_out[kv_at] = part
+                out[mixed] += mixed_out
+            if level == 0:
+                out += _cols(onchip, d)
+            traffic[d, :, level] = out.T
+            np.divide(out, bandwidth[level, d], out=mem)
+            if level == lv - 1:
+                np.fmax(mem, 0.0, out=roof)  # fmax: NaN (0 / 0 bandwidth) is no traffic
+                code.fill(level + 1)
+            else:
+                np.greater_equal(mem, roof, out=hit)
+                np.copyto(code, level + 1, where=hit)
+                np.fmax(roof, mem, out=roof)
+        np.greater_equal(comp, roof, out=hit)
+        np.copyto(code, 0, where=hit)
+        np.fmax(roof, comp, out=roof)
+        if overhead_on:  # the fixed cost per launch, when it exceeds every roofline term
+            overhead = np.multiply(_cols(launches, d), batch.op_overhead[d], out=tmp)
+            np.greater(overhead, roof, out=hit)
+            np.copyto(code, -1, where=hit)
+            roof += overhead
+        time[d] = roof.T
+        bound[d] = code.T
+    return OpTimes(time=time, compute=compute, traffic=traffic, bound=bound,
+                   missing_rate=missing)
+
+
+def _rows(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Rows `rows` of an [I, 1] or [I, N] operator quantity."""
+    return a[rows]
+
+
+class _Through:
+    """Share of one tensor class stored at level l or beyond, for the operators `rows` of a
+    block of designs, accumulated from the outermost level inwards: [k, B], or [1, B] when
+    the homes are the same for every operator."""
+
+    def __init__(self, home: np.ndarray, rows: np.ndarray):
+        self.home = home if home.ndim == 3 else home[:, None, :]
+        self.rows = slice(0, 1) if self.home.shape[1] == 1 else rows
+        self.value = np.empty((1 if self.home.shape[1] == 1 else len(rows), len(home)))
+        self.first = True
+
+    def at(self, level: int) -> np.ndarray:
+        share = self.home[:, self.rows, level].T
+        if self.first:
+            np.copyto(self.value, share)
+            self.first = False
+        else:
+            self.value += share
+        return self.value

@@ -95,6 +95,8 @@ def resolve_scenario(spec: WorkloadSpec, name: str | None = None, *, phase: str 
 def _replaced(spec: WorkloadSpec, name: str, base: Scenario, overrides: dict[str, Any]
               ) -> Scenario:
     fields = base.model_dump()
+    if fields.get("latency_target") is not None:  # back to YAML's form: a time with a unit
+        fields["latency_target"] = f"{fields['latency_target']!r} s"
     fields.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return Scenario.model_validate(fields)

@@ -102,15 +102,18 @@ class OpTable:
         lead = _designs(rows)
 
         def col(values: list) -> np.ndarray:
-            """[I] or [N, I] of one quantity per row."""
-            if lead is None:
+            """[I] of one quantity per row, or [N, I] where some row's value differs by
+            design (a quantity the batch does not change stays [I])."""
+            if lead is None or all(np.ndim(v) == 0 for v in values):
                 return np.array(values, dtype=float).reshape(len(values))
-            return np.stack([np.broadcast_to(np.asarray(v, dtype=float), lead)
-                             for v in values], axis=-1) if values else np.zeros((*lead, 0))
+            out = np.empty((len(values), *lead))
+            for i, v in enumerate(values):
+                out[i] = v
+            return out.T.copy()
 
         def per_class(maps: list[dict]) -> np.ndarray:
             cols = [col([mp.get(c, 0.0) for mp in maps]) for c in TENSOR_CLASSES]
-            return np.stack(cols, axis=-1)
+            return np.stack(np.broadcast_arrays(*cols), axis=-1)
 
         return OpTable(
             name=np.array([r.name for r in rows], dtype=object),
@@ -122,8 +125,8 @@ class OpTable:
             flops=col([r.flops for r in rows]),
             read=per_class([r.read for r in rows]),
             written=per_class([r.written for r in rows]),
-            shape=np.stack([col([getattr(r, d) for r in rows]) for d in ("m", "n", "k", "batch")],
-                           axis=-1)
+            shape=np.stack(np.broadcast_arrays(*(col([getattr(r, d) for r in rows])
+                                                 for d in ("m", "n", "k", "batch"))), axis=-1)
             if rows else np.zeros((0, 4)),
             wdtype=np.array([r.wdtype for r in rows], dtype=object),
             split=np.array([r.split for r in rows], dtype=object),

@@ -23,6 +23,7 @@ import math
 import re
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -294,7 +295,7 @@ def _one(path: str, term: Term, item: object, clock_hz: float | None) -> float:
 class _Lazy:
     """A message part computed only when an error is formatted."""
 
-    def __init__(self, make):  # noqa: ANN001
+    def __init__(self, make: Callable[[], str]):
         self.make = make
 
     def __format__(self, spec: str) -> str:

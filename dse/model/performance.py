@@ -11,10 +11,11 @@ For operator i on design n:
   weights on the vector units;
 - bytes at level l = the traffic crossing level l toward the compute units: compulsory
   traffic of every tensor stored at l or beyond, plus the re-reads a tiled GEMM makes when
-  the level inside l cannot hold its operands (`reread`);
+  the level inside l cannot hold its operands (`crossings`);
 - bandwidth = the level's peak x its achieved fraction (a measured property of the chip).
 The largest term is the operator's bound ("overhead" when the fixed cost exceeds them
-all). Everything is [N designs] x [I operators] x [L levels] array arithmetic; no I/O.
+all). Everything is [N designs] x [I operators] x [L levels] array arithmetic (computed on
+operators x designs blocks, see op_times); no I/O.
 """
 
 from __future__ import annotations
@@ -54,20 +55,23 @@ TILE_BYTES_PER_ELEMENT = 4.0
 
 @dataclass(frozen=True)
 class ChipOps:
-    """The operators one chip runs (after parallel splitting), as arrays over I rows."""
+    """The operators one chip runs (after parallel splitting), as arrays over I rows. The
+    numeric quantities are per operator ([I], [I, C], [I, 4]) or, where they differ by
+    design (a per-design batch size), per design and operator ([N, I], [N, I, C] ...)."""
 
     name: np.ndarray  # [I] str
     kind: np.ndarray  # [I] str
     stage: np.ndarray  # [I] str
     dtype: np.ndarray  # [I] str
     wdtype: np.ndarray  # [I] str
-    count: np.ndarray  # [I]
-    flops: np.ndarray  # [I] per instance
-    read: np.ndarray  # [I, C] per instance, bytes that live off the compute units
-    written: np.ndarray  # [I, C]
-    onchip: np.ndarray  # [I] bytes that stay in the innermost level (fused intermediates)
-    shape: np.ndarray  # [I, 4] m, n, k, batch
-    launches: np.ndarray  # [I] kernels per instance (0: fused into a neighbour)
+    count: np.ndarray  # [I] or [N, I]
+    flops: np.ndarray  # [I] or [N, I] per instance
+    read: np.ndarray  # [I, C] or [N, I, C] per instance, bytes that live off the compute units
+    written: np.ndarray  # [I, C] or [N, I, C]
+    onchip: np.ndarray  # [I] or [N, I] bytes that stay in the innermost level (fused
+    # intermediates)
+    shape: np.ndarray  # [I, 4] or [N, I, 4] m, n, k, batch
+    launches: np.ndarray  # [I] or [N, I] kernels per instance (0: fused into a neighbour)
 
     @property
     def is_matrix(self) -> np.ndarray:
@@ -81,7 +85,7 @@ class OpTimes:
     time: np.ndarray  # [N, I] s per instance
     compute: np.ndarray  # [N, I] s
     traffic: np.ndarray  # [N, I, L] bytes per instance
-    bound: np.ndarray  # [N, I] int: 0 compute, 1 + l for memory level l, -1 the fixed
+    bound: np.ndarray  # [N, I] int8: 0 compute, 1 + l for memory level l, -1 the fixed
     # per-operator overhead (when it exceeds every roofline term)
     missing_rate: np.ndarray  # [N] bool: some operator's precision has no rate
 
@@ -142,10 +146,9 @@ def tile_sides(batch: DesignBatch) -> list[tuple[Side, Side]]:
     else:
         sides = [(float(tile[1]), float(tile[0])) if tile else (np.inf, np.inf)]
     for level in range(batch.levels - 1):
-        cap = batch.unit_capacity[:, level]
-        t = float(np.sqrt(cap[0] / TILE_BYTES_PER_ELEMENT)) if np.all(cap == cap[0]) \
-            else np.sqrt(cap / TILE_BYTES_PER_ELEMENT)
-        sides.append((t, t))
+        t = np.sqrt(batch.unit_capacity[:, level] / TILE_BYTES_PER_ELEMENT)
+        same = t.size > 0 and bool(np.all(t == t[0]))
+        sides.append((float(t[0]), float(t[0])) if same else (t, t))
     return sides
 
 
@@ -216,7 +219,7 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     dequant_rows = np.flatnonzero(slots)
     shape = ops.shape
     dequant = _per_op(shape[..., 1] * shape[..., 2] * np.maximum(shape[..., 3], 1.0))
-    dequant = slots[dequant_rows, None] * _rows(dequant, dequant_rows) * 2.0
+    dequant = slots[dequant_rows, None] * dequant[dequant_rows] * 2.0
     plain_rows = np.flatnonzero(slots == 0)
     util = _per_op(tile_utilization(shape, batch.tile))
     flops = _per_op(ops.flops)
@@ -235,9 +238,8 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     kv_rows = np.flatnonzero((kv_r != 0).any(axis=1) | (kv_w != 0).any(axis=1))
     mixed = np.array(sorted(set(w_rows.tolist()) | set(kv_rows.tolist())), dtype=np.intp)
     w_at, kv_at = np.searchsorted(mixed, w_rows), np.searchsorted(mixed, kv_rows)
-    w_coef, w_m = _rows(w_r, w_rows), _rows(m_dim, w_rows)
-    kv_r_coef, kv_w_coef, kv_m = _rows(kv_r, kv_rows), _rows(kv_w, kv_rows), \
-        _rows(m_dim, kv_rows)
+    w_coef, w_m = w_r[w_rows], m_dim[w_rows]
+    kv_r_coef, kv_w_coef, kv_m = kv_r[kv_rows], kv_w[kv_rows], m_dim[kv_rows]
     h_w, h_kv = home["weights"], home["kv_cache"]
     act_home = np.asarray(act_home)
     sides = tile_sides(batch)
@@ -310,7 +312,7 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
             if mixed.size:
                 # (W_r rb) through_w + (KV_r rb) through_kv + KV_w through_kv, in that
                 # order, for the operators that have such bytes; then + the activations'.
-                if kv_rows.size < mixed.size:
+                if 0 < w_rows.size < mixed.size:  # KV-only operators start from 0
                     mixed_out.fill(0.0)
                 if w_rows.size:
                     mixed_out[w_at] = (_cols(w_coef, d) * crossings(_cols(w_m, d), side_b)) \
@@ -346,11 +348,6 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         bound[d] = code.T
     return OpTimes(time=time, compute=compute, traffic=traffic, bound=bound,
                    missing_rate=missing)
-
-
-def _rows(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Rows `rows` of an [I, 1] or [I, N] operator quantity."""
-    return a[rows]
 
 
 class _Through:

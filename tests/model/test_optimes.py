@@ -290,3 +290,29 @@ def test_unusual_chips(decode_inputs, prefill_inputs, variant):
             assert got.missing_rate.all()
         if variant == "overhead":
             assert (got.bound == -1).any()
+
+
+def _subset(inputs: tuple, rows: list[int]) -> tuple:
+    """The op_times inputs of the operators `rows` only."""
+    batch, ops, home, act_home = inputs
+    sub = dataclasses.replace(ops, **{f.name: getattr(ops, f.name)[rows]
+                                      for f in dataclasses.fields(ops)})
+    return batch, sub, {k: v[:, rows] if v.ndim == 3 else v for k, v in home.items()}, \
+        act_home[:, rows]
+
+
+def test_operator_subsets(decode_inputs, prefill_inputs):
+    """Every operator alone, and tables where the weight, KV-cache and activation-only
+    operators mix in other proportions (e.g. every weight reader also writes the KV cache,
+    beside KV-only readers)."""
+    for inputs in (decode_inputs, prefill_inputs):
+        ops = inputs[1]
+        names = ops.name.tolist()
+        subsets = [[i] for i in range(len(names))]
+        pick = [n for n in ("k_proj", "attn_score", "attn_norm", "v_proj", "attn_value")
+                if n in names]
+        subsets += [[names.index(n) for n in pick], [names.index(n) for n in pick[:2]],
+                    list(reversed(range(len(names))))]
+        for rows in subsets:
+            _assert_same(op_times(*_subset(inputs, rows)),
+                         _reference_op_times(*_subset(inputs, rows)))

@@ -20,6 +20,8 @@ operators x designs blocks, see op_times); no I/O.
 
 from __future__ import annotations
 
+import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -176,8 +178,21 @@ def _cols(a: np.ndarray, designs: slice) -> np.ndarray:
 
 
 # Designs per block: op_times works on [operators, block] arrays that stay in the caches and
-# are reused from block to block (fresh memory is expensive: every page is faulted in).
+# are reused from block to block, and from call to call (per thread): fresh memory is
+# expensive where every page is faulted in. WORK_ELEMENTS caps operators x block.
 BLOCK = 2048
+WORK_ELEMENTS = 1 << 18
+_LOCAL = threading.local()
+
+
+def _scratch(name: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:
+    """A work array of this thread, kept between calls (contents undefined)."""
+    arrays = _LOCAL.__dict__.setdefault("arrays", {})
+    size = math.prod(shape)
+    have = arrays.get(name)
+    if have is None or have.size < size or have.dtype != dtype:
+        have = arrays[name] = np.empty(size, dtype=dtype)
+    return have[:size].reshape(shape)
 
 
 def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
@@ -251,11 +266,11 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     traffic = np.empty((n_, n_ops, lv))
     bound = np.empty((n_, n_ops), dtype=np.int8)
     missing = np.zeros(n_, dtype=bool)
-    block = min(BLOCK, max(n_, 1))
-    work = np.empty((5, n_ops, block))
-    mixed_work = np.empty((len(mixed), block))
-    hit_work = np.empty((n_ops, block), dtype=bool)
-    code_work = np.empty((n_ops, block), dtype=np.int8)
+    block = min(BLOCK, max(n_, 1), max(64, WORK_ELEMENTS // max(n_ops, 1)))
+    work = _scratch("work", (5, n_ops, block), np.float64)
+    mixed_work = _scratch("mixed", (len(mixed), block), np.float64)
+    hit_work = _scratch("hit", (n_ops, block), np.bool_)
+    code_work = _scratch("code", (n_ops, block), np.int8)
 
     for start in range(0, n_, block):
         d = slice(start, min(start + block, n_))

@@ -37,7 +37,7 @@ def test_every_workload_kind_has_a_schema_and_a_lowering():
     assert kinds == set(KINDS)
 
 
-@pytest.mark.parametrize("name", WORKLOADS + ["gemm:512x1024x2048"])
+@pytest.mark.parametrize("name", [*WORKLOADS, "gemm:512x1024x2048"])
 def test_every_workload_checks_lowers_and_names_its_scenarios(name):
     wl = dse.load_workload(name)
     if not name.startswith("gemm:"):

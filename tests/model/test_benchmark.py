@@ -45,7 +45,8 @@ def test_ten_thousand_designs(benchmark):
     assert ev.n == N
     assert ev.feasible.all()
     assert np.all(np.isfinite(ev.metrics["latency_s"]))
-    assert benchmark.stats.stats.mean <= 0.5
+    # The target: 200,000 designs/s on the 2-core test machine (about 40-46 ms measured).
+    assert benchmark.stats.stats.mean <= N / 200_000
 
 
 @pytest.fixture(scope="module")
@@ -66,12 +67,12 @@ def decode_inputs() -> tuple:
 
 
 def test_op_times_ten_thousand_designs(benchmark, decode_inputs):
-    """The operator-time stage alone: 10,000 designs x 19 operators x 3 levels (about
-    14 ms on a 2-core test machine where fresh pages are expensive; 70-90 ms before it was
-    computed in blocks)."""
+    """The operator-time stage alone: 10,000 designs x 19 operators x 3 levels (mean about
+    10 ms on the 2-core test machine, where fresh pages are expensive; 70-90 ms as one set
+    of [N, I, L] arrays)."""
     batch, ops, home, act_home = decode_inputs
     t = benchmark(op_times, batch, ops, home, act_home)
     assert t.time.shape == (N, len(ops.name))
     assert t.traffic.shape == (N, len(ops.name), batch.levels)
     assert np.all(np.isfinite(t.time)) and not t.missing_rate.any()
-    assert benchmark.stats.stats.mean <= 0.05
+    assert benchmark.stats.stats.mean <= 0.025

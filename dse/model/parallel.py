@@ -120,7 +120,9 @@ def chip_ops(table: OpTable, ex: Execution,
     shape = table.shape.copy()
 
     def divide(a: np.ndarray, attr: str, by: float = float(tp)) -> None:
-        a /= np.where(_mask(split, attr), by, 1.0)
+        if by != 1.0:
+            cols = np.flatnonzero(_mask(split, attr))
+            a[..., cols] /= by
 
     divide(read[..., W], "weights")
     divide(read[..., A], "act_in")
@@ -132,20 +134,18 @@ def chip_ops(table: OpTable, ex: Execution,
     divide(shape[..., 3], "heads")
     flops = table.flops / np.where(_mask(split, "flops"), float(tp), 1.0)
 
-    onchip = np.zeros_like(table.flops)
+    onchip = np.zeros(np.broadcast_shapes(table.flops.shape, written.shape[:-1]))
     launches = np.ones(len(table))
     if ex.fusion == "flash":
-        score = table.kind == "attention_score"
-        onchip += np.where(score, written[..., A], 0.0)
-        written[..., A] = np.where(score, 0.0, written[..., A])
-        soft = table.kind == "softmax"
-        onchip += np.where(soft, read[..., A] + written[..., A], 0.0)
-        read[..., A] = np.where(soft, 0.0, read[..., A])
-        written[..., A] = np.where(soft, 0.0, written[..., A])
-        value = table.kind == "attention_value"
-        onchip += np.where(value, read[..., A], 0.0)
-        read[..., A] = np.where(value, 0.0, read[..., A])
-        launches = np.where(soft | value, 0.0, launches)
+        # The score matrix and the softmax stay in the innermost level: the scores' output,
+        # the softmax's input and output and the value step's input move there instead.
+        for kind, moved in (("attention_score", (written,)), ("softmax", (read, written)),
+                            ("attention_value", (read,))):
+            cols = np.flatnonzero(table.kind == kind)
+            for a in moved:
+                onchip[..., cols] += a[..., cols, A]
+                a[..., cols, A] = 0.0
+        launches[np.isin(table.kind, ["softmax", "attention_value"])] = 0.0
     count = table.count.copy()
     if not stages_in_sequence:  # the stage with the most layers sets the pace
         layers = table.meta.get("layers") or pp

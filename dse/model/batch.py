@@ -92,9 +92,12 @@ class _Values:
             if path.startswith(_FIXED):
                 raise DseError(f"--set {path}: the model reads one value of this field for "
                                "every design, so it cannot be varied yet")
-            items = value if isinstance(value, list | tuple | np.ndarray) else [value]
-            cyc = [isinstance(v, str) and "cycle" in v for v in np.asarray(items,
-                                                                           dtype=object).ravel()]
+            if isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
+                cyc = [False]  # plain numbers: SI values, never per cycle
+            else:
+                items = value if isinstance(value, list | tuple | np.ndarray) else [value]
+                cyc = [isinstance(v, str) and "cycle" in v
+                       for v in np.asarray(items, dtype=object).ravel()]
             if any(cyc) and not all(cyc):
                 raise DseError(f"--set {path}: give every value per cycle or none")
             if any(cyc):

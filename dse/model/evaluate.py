@@ -92,7 +92,8 @@ class Evaluation:
     ops_name: np.ndarray  # [J]
     ops_count: np.ndarray  # [N, J] repeats
     ops_flops: np.ndarray  # [N, J] FLOPs per instance per chip
-    ops_bytes: np.ndarray  # [N, J, L] bytes per instance per chip at each level
+    op_traffic: np.ndarray  # [N, I, L] bytes per instance per chip at each level, for the
+    # I operators (the first I of the J; collectives move no bytes through the levels)
     ops_time: np.ndarray  # [N, J] s per instance
     ops_bound_code: np.ndarray  # [N, J] int: 0 compute, 1 + level, OVERHEAD, INTERCONNECT
     power_limited: np.ndarray | None = None  # [N] bool: slowed to fit the TDP (with tech)
@@ -103,6 +104,14 @@ class Evaluation:
     @property
     def n(self) -> int:
         return len(self.feasible)
+
+    @property
+    def ops_bytes(self) -> np.ndarray:
+        """[N, J, L] bytes per instance per chip at each level (0 for collectives)."""
+        n, i, lv = self.op_traffic.shape
+        out = np.zeros((n, len(self.ops_name), lv))
+        out[:, :i] = self.op_traffic
+        return out
 
     @property
     def ops_bound(self) -> np.ndarray:
@@ -131,6 +140,7 @@ class Evaluation:
         chip), time (total), share of the step, bound; sorted by time, longest first."""
         total = float(np.sum(self.ops_count[i] * self.ops_time[i]))
         bound = self.ops_bound[i]
+        n_ops = self.op_traffic.shape[1]
         out = []
         for j, name in enumerate(self.ops_name):
             cnt = float(self.ops_count[i, j])
@@ -138,7 +148,7 @@ class Evaluation:
             out.append({
                 "name": str(name), "count": cnt,
                 "flops": cnt * float(self.ops_flops[i, j]),
-                "bytes": {lv: cnt * float(self.ops_bytes[i, j, k])
+                "bytes": {lv: cnt * float(self.op_traffic[i, j, k]) if j < n_ops else 0.0
                           for k, lv in enumerate(self.level_names)},
                 "time_s": t, "share": t / total if total > 0 else 0.0,
                 "bound": str(bound[j]),
@@ -167,7 +177,7 @@ class Step:
     link_bytes: np.ndarray  # [J] or [N, J] bytes each chip sends per instance
     count: np.ndarray  # [N, J]
     flops: np.ndarray  # [N, J]
-    traffic: np.ndarray  # [N, J, L]
+    traffic: np.ndarray  # [N, I, L] of the operators (collectives move none through levels)
     time: np.ndarray  # [N, J] s per instance
     bound: np.ndarray  # [N, J] int codes
     total: np.ndarray  # [N] s
@@ -248,7 +258,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
         feasible=feasible, reason=np.where(feasible, "", reason).astype(object),
         sequences=np.where(none_fit, 0.0, seqs), metrics=metrics,
         memory_bytes=run.placement.used, level_names=db.level_names, ops_name=step.names,
-        ops_count=step.count, ops_flops=step.flops, ops_bytes=step.traffic,
+        ops_count=step.count, ops_flops=step.flops, op_traffic=step.traffic,
         ops_time=step.time, ops_bound_code=step.bound, power_limited=limited, energy=energy,
         warnings=tuple(warnings), execution=ex)
 
@@ -320,14 +330,15 @@ def _take(db: DesignBatch, idx: np.ndarray) -> DesignBatch:
     return DesignBatch(**fields)
 
 
-def footprint(table: OpTable, ops: ChipOps, ex: Execution) -> Footprint:
+def footprint(table: OpTable, ops: ChipOps, ex: Execution,
+              ws: np.ndarray | None = None) -> Footprint:
     """Bytes per chip of each placed class (stage `footprint`): weights split over tp x pp,
     the KV cache at the steady-state context (split over min(tp, KV heads) x pp), and the
     largest activation working set of one operator instance."""
     meta = table.meta
     context = meta["context_avg"] if meta["phase"] == "serve" else meta["context_max"]
     kv_split = min(ex.tp, meta.get("kv_heads") or ex.tp) * ex.pp
-    ws = _activation_bytes(ops)
+    ws = _activation_bytes(ops) if ws is None else ws
     return Footprint(
         weights=np.asarray(meta["weight_bytes"] / ex.model_split, dtype=float),
         kv_cache=np.asarray(meta["batch"] * context * meta["kv_bytes_per_token"] / kv_split,
@@ -337,11 +348,11 @@ def footprint(table: OpTable, ops: ChipOps, ex: Execution) -> Footprint:
 
 def _activation_bytes(ops: ChipOps) -> np.ndarray:
     """[I] or [N, I] activation working set of each operator instance (inputs + outputs)."""
-    return (ops.read[..., A] + ops.written[..., A] + ops.read[..., G]
-            + ops.written[..., G])
+    return ops.read[..., (A, G)].sum(axis=-1) + ops.written[..., (A, G)].sum(axis=-1)
 
 
-def access(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps) -> Access:
+def access(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps,
+           ws: np.ndarray | None = None) -> Access:
     """Where each operator finds its data (stage `access`). Weights and the KV cache are
     read where they are stored, except that a decode step whose whole working set (weights
     + KV) fits a shared cache finds it there (placement.cached_level). Activations live in
@@ -359,9 +370,11 @@ def access(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps) -> A
         cached = np.where((cache >= 0)[:, None], cached, share)
         if not decode.any() or np.all(cache < 0):
             return share
+        if decode.all():
+            return cached[:, None, :]
         return np.where(decode[None, :, None], cached[:, None, :], share[:, None, :])
 
-    ws = np.broadcast_to(_activation_bytes(ops), (n, len(ops.name)))
+    ws = np.broadcast_to(_activation_bytes(ops) if ws is None else ws, (n, len(ops.name)))
     first_resident = int(np.argmax(db.resident)) if db.resident.any() else lv - 1
     dram = [i for i in range(lv) if db.resident[i] and db.level_kinds[i] in ("dram", "host")]
     fallback = dram[0] if dram else first_resident
@@ -377,7 +390,7 @@ def access(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps) -> A
 def step(db: DesignBatch, ops: ChipOps, coll, t: OpTimes, t_coll: np.ndarray) -> Step:
     """Operators and collectives of one step joined (stage `step`): counts, times, bounds
     and the step's total and decode time per design."""
-    n, lv = db.n, db.levels
+    n = db.n
     nc = len(coll)
     count = np.concatenate([np.broadcast_to(ops.count, (n, len(ops.name))),
                             np.broadcast_to(coll.count, (n, nc))], axis=1)
@@ -393,7 +406,7 @@ def step(db: DesignBatch, ops: ChipOps, coll, t: OpTimes, t_coll: np.ndarray) ->
         count=count,
         flops=np.concatenate([np.broadcast_to(ops.flops, (n, len(ops.name))),
                               np.zeros((n, nc))], axis=1),
-        traffic=np.concatenate([t.traffic, np.zeros((n, nc, lv))], axis=1),
+        traffic=t.traffic,
         time=time,
         bound=np.concatenate([t.bound, np.full((n, nc), INTERCONNECT)], axis=1),
         total=per.sum(axis=1), decode=per[:, stage == "decode"].sum(axis=1),
@@ -433,9 +446,10 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     else:
         table = lower(wl, sc, batch=batch)
     ops, coll = chip_ops(table, ex, stages_in_sequence=sc.phase in LATENCY_PHASES)
-    fp = footprint(table, ops, ex)
+    ws = _activation_bytes(ops)
+    fp = footprint(table, ops, ex, ws)
     placed = place(db, fp)
-    acc = access(db, placed, fp, ops)
+    acc = access(db, placed, fp, ops, ws)
     st = step(db, ops, coll, op_times(db, ops, acc.home, acc.act_home),
               collective_times(db, coll))
 
@@ -463,7 +477,8 @@ def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: di
                 chips: int, stages: int, reason: np.ndarray, reticle: bool) -> tuple:
     """Metrics with power and energy added and a TDP applied (stage `power`); see
     dse.model.power and dse.model.area."""
-    energy = step_energy(db, tech, st.precision, st.matrix, st.count, st.flops, st.traffic,
+    energy = step_energy(db, tech, st.precision, st.matrix, st.count, st.flops,
+                         st.traffic,
                          st.link_bytes)
     die = area(db, tech, reticle=reticle)
     # A latency-phase listing covers every pipeline stage; each chip runs 1/pp of it.

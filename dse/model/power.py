@@ -80,8 +80,8 @@ def step_energy(db: DesignBatch, tech: TechSpec, precision: np.ndarray, matrix: 
                 link_bytes: np.ndarray) -> StepEnergy:
     """Energy of the operators and collectives of one step, per chip as listed (the caller
     divides by the pipeline stages a latency-phase listing covers). precision, matrix: [J];
-    link_bytes: [J] or [N, J]; count, flops: [N, J]; traffic: [N, J, L] bytes per
-    instance."""
+    link_bytes: [J] or [N, J]; count, flops: [N, J]; traffic: [N, I, L] bytes per
+    instance of the first I (the operators; collectives move no bytes through levels)."""
     style = db.spec.compute.style or "gpu"
     m_table: OpEnergy = getattr(tech.energy, style)
     per_op = np.array([
@@ -90,7 +90,8 @@ def step_energy(db: DesignBatch, tech: TechSpec, precision: np.ndarray, matrix: 
         else 0.0
         for p, is_m in zip(precision, matrix, strict=True)])
     compute = (count * flops) @ per_op if per_op.size else np.zeros(db.n)
-    memory = np.einsum("nj,njl->nl", count, traffic) * level_energy(db, tech)[None, :]
+    ops = traffic.shape[1]  # traffic covers the first operators; collectives move none
+    memory = np.einsum("nj,njl->nl", count[:, :ops], traffic) * level_energy(db, tech)[None, :]
     links = (count * link_bytes).sum(axis=-1) * tech.energy.memory.per_byte["c2c"] \
         if np.size(link_bytes) else np.zeros(db.n)
     return StepEnergy(compute=compute, memory=memory, links=links)

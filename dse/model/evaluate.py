@@ -50,7 +50,7 @@ from dse.spec.hardware import HardwareSpec
 from dse.spec.technology import TechSpec
 from dse.spec.workload import Scenario, WorkloadSpec
 from dse.workloads import execution_issues, lower, resolve_scenario
-from dse.workloads.optable import OpTable
+from dse.workloads.optable import Facts, OpTable
 
 METRICS = ("latency_s", "ttft_s", "decode_tokens_per_s", "output_tokens_per_s",
            "samples_per_s", "achieved_flop_per_s", "tokens_per_s_per_chip")
@@ -335,13 +335,12 @@ def footprint(table: OpTable, ops: ChipOps, ex: Execution,
     """Bytes per chip of each placed class (stage `footprint`): weights split over tp x pp,
     the KV cache at the steady-state context (split over min(tp, KV heads) x pp), and the
     largest activation working set of one operator instance."""
-    meta = table.meta
-    context = meta["context_avg"] if meta["phase"] == "serve" else meta["context_max"]
-    kv_split = min(ex.tp, meta.get("kv_heads") or ex.tp) * ex.pp
+    f = table.facts
+    kv_split = min(ex.tp, f.kv_heads or ex.tp) * ex.pp
     ws = _activation_bytes(ops) if ws is None else ws
     return Footprint(
-        weights=np.asarray(meta["weight_bytes"] / ex.model_split, dtype=float),
-        kv_cache=np.asarray(meta["batch"] * context * meta["kv_bytes_per_token"] / kv_split,
+        weights=np.asarray(f.weight_bytes / ex.model_split, dtype=float),
+        kv_cache=np.asarray(f.batch * f.context * f.kv_bytes_per_token / kv_split,
                             dtype=float),
         workspace=ws.max(axis=-1) if ws.shape[-1] else np.zeros(ws.shape[:-1]))
 
@@ -413,16 +412,16 @@ def step(db: DesignBatch, ops: ChipOps, coll, t: OpTimes, t_coll: np.ndarray) ->
         missing_rate=t.missing_rate, no_link=~np.all(np.isfinite(t_coll), axis=1))
 
 
-def phase_metrics(meta: dict, st: Step, sequences: np.ndarray | float, chips: int,
+def phase_metrics(f: Facts, st: Step, sequences: np.ndarray | float, chips: int,
                   total_flops: np.ndarray | float) -> dict[str, np.ndarray]:
     """Latency and throughput of the phase (stage `metrics`). `sequences`: sequences of the
-    whole system (every replica runs meta's batch of them, the last possibly fewer)."""
+    whole system (every replica runs f.batch of them, the last possibly fewer)."""
     total, n = st.total, len(st.total)
-    s_out, s_in, phase = meta["seq_out"], meta["seq_in"], meta["phase"]
+    s_out, s_in, phase = f.seq_out, f.seq_in, f.phase
     nan = np.full(n, np.nan)
     m = {k: nan for k in METRICS}
     m["latency_s"] = total / s_out if phase == "decode" else total
-    m["achieved_flop_per_s"] = sequences / meta["batch"] * total_flops / total
+    m["achieved_flop_per_s"] = sequences / f.batch * total_flops / total
     if phase == "prefill":
         m["ttft_s"] = total
         m["tokens_per_s_per_chip"] = sequences * s_in / total / chips
@@ -461,7 +460,7 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     reasons = np.where(st.no_link & (reasons == ""),
                        f"{ex.model_split if ex.model_split > 1 else ex.chips} chips must "
                        f"communicate but {db.spec.name} has no chip-to-chip links", reasons)
-    metrics = phase_metrics(table.meta, st, sequences, ex.chips, table.total_flops)
+    metrics = phase_metrics(table.facts, st, sequences, ex.chips, table.total_flops)
     feasible = reasons == ""
     if target and sc.latency_target is not None:
         slow = feasible & ~_meets(metrics, sc)

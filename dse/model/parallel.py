@@ -115,7 +115,7 @@ def chip_ops(table: OpTable, ex: Execution,
     concurrently on different micro-batches (throughput phases: the longest stage's share)."""
     tp, pp = ex.tp, ex.pp
     split = table.split
-    kv_div = float(min(tp, table.meta.get("kv_heads") or tp))
+    kv_div = float(min(tp, table.facts.kv_heads or tp))
     read, written = table.read.copy(), table.written.copy()
     shape = table.shape.copy()
 
@@ -148,7 +148,7 @@ def chip_ops(table: OpTable, ex: Execution,
         launches[np.isin(table.kind, ["softmax", "attention_value"])] = 0.0
     count = table.count.copy()
     if not stages_in_sequence:  # the stage with the most layers sets the pace
-        layers = table.meta.get("layers") or pp
+        layers = table.facts.layers or pp
         count = np.where(table.layer, count * math.ceil(layers / pp) / layers, count)
     ops = ChipOps(name=table.name, kind=table.kind, stage=table.stage, dtype=table.dtype,
                   wdtype=table.wdtype, count=count, flops=flops,
@@ -172,25 +172,25 @@ def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Col
             sizes.append(table.written[..., i, A])
             counts.append(table.count[..., i])
     if pp > 1:
-        meta = table.meta
-        passes = meta["seq_out"] if meta["phase"] == "decode" else 1.0
-        tokens = meta["batch"] * (1.0 if meta["phase"] == "decode" else max(meta["seq_in"], 1))
+        f = table.facts
+        passes = f.seq_out if f.phase == "decode" else 1.0
+        tokens = f.batch * (1.0 if f.phase == "decode" else max(f.seq_in, 1))
         stage = {"decode": "decode", "serve": "decode", "prefill": "prefill"}.get(
-            meta["phase"], meta["phase"])
+            f.phase, f.phase)
         hops = (pp - 1) if stages_in_sequence else 1.0
-        if meta["phase"] == "serve":  # one prefill pass plus seq_out decode passes
+        if f.phase == "serve":  # one prefill pass plus seq_out decode passes
             names.append("stage_send.prefill")
             kinds.append("send")
             stages.append("prefill")
             groups.append(2)
-            sizes.append(meta["batch"] * meta["seq_in"] * meta["hidden_bytes_per_token"])
+            sizes.append(f.batch * f.seq_in * f.hidden_bytes_per_token)
             counts.append(hops)
-            passes, tokens = meta["seq_out"], meta["batch"]
+            passes, tokens = f.seq_out, f.batch
         names.append("stage_send")
         kinds.append("send")
         stages.append(stage)
         groups.append(2)
-        sizes.append(tokens * meta["hidden_bytes_per_token"])
+        sizes.append(tokens * f.hidden_bytes_per_token)
         counts.append(passes * hops)
     lead = np.broadcast_shapes(*(np.shape(v) for v in (*sizes, *counts))) if sizes else ()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dse.spec.workload import GemmSpec, Scenario
-from dse.workloads.optable import OpRow, OpTable
+from dse.workloads.optable import Facts, OpRow, OpTable
 from dse.workloads.transformer import DEFAULT, DTYPE_BYTES, PRECISIONS, Counting
 
 
@@ -21,11 +21,8 @@ def lower_gemm(spec: GemmSpec, scenario: Scenario, counting: Counting = DEFAULT,
                 read={"activations": b * m * k * ab, "weights": b * k * n * wb},
                 written={"activations": b * m * n * ab}, m=m, n=n, k=k, batch=b,
                 stage="gemm", dtype=dtype, wdtype=w)
-    meta = {"phase": "gemm", "batch": 1.0, "seq_in": 0.0, "seq_out": 0.0, "layers": 0,
-            "hidden_bytes_per_token": 0.0,
-            "weight_bytes": b * k * n * wb, "kv_bytes_per_token": 0.0,
-            "context_max": 0.0, "context_avg": 0.0}
-    return OpTable.from_rows([row], meta)
+    facts = Facts(phase="gemm", weight_bytes=b * k * n * wb)
+    return OpTable.from_rows([row], facts)
 
 
 def check(spec: GemmSpec, sc: Scenario, tp: int, pp: int) -> tuple[list[str], list[str]]:

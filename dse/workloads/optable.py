@@ -61,6 +61,29 @@ class OpRow:
 
 
 @dataclass(frozen=True)
+class Facts:
+    """What the model needs to know of a lowered scenario beside its operator rows."""
+
+    phase: str
+    batch: float | np.ndarray = 1.0  # sequences per step (an [N] array: one per design)
+    seq_in: float = 0.0
+    seq_out: float = 0.0  # generated tokens (0 outside decode and serve)
+    layers: int = 0  # repeated layers (pipeline stages divide these)
+    kv_heads: int = 0  # KV heads (tensor parallelism splits the KV cache over at most these)
+    weight_bytes: float = 0.0  # resident weights of the whole model
+    kv_bytes_per_token: float = 0.0  # KV cache per token of one sequence, all layers
+    hidden_bytes_per_token: float = 0.0  # one token's activations between layers
+    context_max: float = 0.0  # tokens in the KV cache at the end of the step
+    context_avg: float = 0.0  # tokens in the KV cache on average over the generation
+
+    @property
+    def context(self) -> float:
+        """Context the KV cache is sized for: the average in steady-state serving, else the
+        most the step reaches."""
+        return self.context_avg if self.phase == "serve" else self.context_max
+
+
+@dataclass(frozen=True)
 class OpTable:
     """Operators of one scenario as arrays of length I (rows)."""
 
@@ -77,14 +100,11 @@ class OpTable:
     wdtype: np.ndarray  # [I] str, stored data type of the weights ("" when none)
     split: np.ndarray  # [I] str, one of SPLITS
     layer: np.ndarray  # [I] bool, repeated per layer
-    meta: dict = field(default_factory=dict, compare=False)
-    """Scenario facts the performance model needs beside the rows: phase, batch, seq_in,
-    seq_out, layers, weight_bytes (resident weights), kv_bytes_per_token (per sequence, all
-    layers), context_max and context_avg (tokens held in the KV cache at the end and on
-    average over the generation)."""
+    facts: Facts = field(default_factory=lambda: Facts(phase="gemm"), compare=False)
+    """Scenario facts the performance model needs beside the rows."""
 
     @staticmethod
-    def from_rows(rows: list[OpRow], meta: dict | None = None) -> OpTable:
+    def from_rows(rows: list[OpRow], facts: Facts) -> OpTable:
         """Arrays from rows. A row's numbers may be [N] arrays (one value per design, when
         the batch differs by design): every quantity is then [N, I] ([N, I, C] by class,
         [N, I, 4] shapes), else [I]. Unknown kinds, splits or tensor classes are errors."""
@@ -131,7 +151,7 @@ class OpTable:
             wdtype=np.array([r.wdtype for r in rows], dtype=object),
             split=np.array([r.split for r in rows], dtype=object),
             layer=np.array([r.layer for r in rows], dtype=bool),
-            meta=dict(meta or {}),
+            facts=facts,
         )
 
     def __len__(self) -> int:
@@ -161,7 +181,7 @@ class OpTable:
     def select(self, mask: np.ndarray) -> OpTable:
         """The rows where `mask` is true (a table of one design)."""
         return OpTable(**{f: getattr(self, f)[mask] for f in self.__dataclass_fields__
-                          if f != "meta"}, meta=self.meta)
+                          if f != "facts"}, facts=self.facts)
 
 
 def _designs(rows: list[OpRow]) -> tuple[int, ...] | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.spec.workload import Scenario, TransformerSpec, parameter_counts
-from dse.workloads.optable import OpRow, OpTable
+from dse.workloads.optable import Facts, OpRow, OpTable
 
 # FLOPs per element of the vector-unit operators (operation counts of the usual kernels).
 # Softmax: subtract the row max, exp, accumulate the sum, divide = 4. LayerNorm: mean and
@@ -277,17 +277,17 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
         b.rows += _backward(b.rows)
     cached = model.architecture == "decoder"
     generates = phase in ("decode", "serve")
-    meta = {
-        "phase": phase, "batch": batch, "seq_in": s_in, "seq_out": s_out if generates else 0.0,
-        "layers": model.layers, "weight_bytes": parameter_counts(model)["total"] * b.wb,
-        "kv_heads": model.n_kv_heads,
-        "hidden_bytes_per_token": model.d_model * b.ab,
-        "kv_bytes_per_token": (model.layers * 2 * model.n_kv_heads * model.d_head * b.kvb
-                               if cached else 0.0),
-        "context_max": s_in + (s_out if generates else 0.0),
-        "context_avg": s_in + ((s_out + 1) / 2.0 if generates else 0.0),
-    }
-    return OpTable.from_rows(b.rows, meta)
+    facts = Facts(
+        phase=phase, batch=batch, seq_in=s_in, seq_out=s_out if generates else 0.0,
+        layers=model.layers, kv_heads=model.n_kv_heads,
+        weight_bytes=parameter_counts(model)["total"] * b.wb,
+        hidden_bytes_per_token=model.d_model * b.ab,
+        kv_bytes_per_token=(model.layers * 2 * model.n_kv_heads * model.d_head * b.kvb
+                            if cached else 0.0),
+        context_max=s_in + (s_out if generates else 0.0),
+        context_avg=s_in + ((s_out + 1) / 2.0 if generates else 0.0),
+    )
+    return OpTable.from_rows(b.rows, facts)
 
 
 def context(model: TransformerSpec) -> int | None:

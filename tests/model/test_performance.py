@@ -342,8 +342,8 @@ def test_weights_in_sram_are_bound_by_sram(tiny_decoder):
 def test_small_decode_working_set_lives_in_l2(tiny_decoder):
     hw = dse.load_hardware("h100-sxm")
     sc = scenario_for(tiny_decoder, "decode")
-    meta = lower(tiny_decoder, sc).meta
-    working_set = meta["weight_bytes"] + meta["context_max"] * meta["kv_bytes_per_token"]
+    meta = lower(tiny_decoder, sc).facts
+    working_set = meta.weight_bytes + meta.context_max * meta.kv_bytes_per_token
     assert working_set < 50 * MiB
     ev = dse.evaluate(hw, tiny_decoder, "decode", overrides={"compute.op_overhead": 0.0})
     recs = records(ev)
@@ -392,8 +392,8 @@ def test_gh200_spills_to_lpddr5x_only_when_hbm3e_is_full():
     assert np.all(ev.memory_bytes[:, lp] > 0)
     meta = lower(dse.load_workload("llama3-405b"),
                  scenario_for(dse.load_workload("llama3-405b"), None, phase="decode",
-                              batch=1, seq_in=128, seq_out=16, precision="fp8")).meta
-    assert ev.memory_bytes[0].sum() >= meta["weight_bytes"]
+                              batch=1, seq_in=128, seq_out=16, precision="fp8")).facts
+    assert ev.memory_bytes[0].sum() >= meta.weight_bytes
     lat = ev.metrics["latency_s"]
     assert lat[1] < lat[0]  # a faster LPDDR5X path helps
     assert any(r["bound"] == "LPDDR5X" for r in ev.op_records(0))
@@ -436,10 +436,10 @@ def test_tensor_parallel_halves_weight_traffic_and_adds_all_reduces():
     assert two.metrics["latency_s"][0] < one.metrics["latency_s"][0]
     # Per-chip memory: weights and KV split in two, plus a workspace no larger than on
     # one chip (the activations of split operators are split too).
-    meta = lower(LLAMA70, scenario_for(LLAMA70, None, **DECODE70)).meta
-    kv = meta["context_max"] * meta["kv_bytes_per_token"]
-    ws1 = one.memory_bytes[0, -1] - meta["weight_bytes"] - kv
-    ws2 = two.memory_bytes[0, -1] - (meta["weight_bytes"] + kv) / 2
+    meta = lower(LLAMA70, scenario_for(LLAMA70, None, **DECODE70)).facts
+    kv = meta.context_max * meta.kv_bytes_per_token
+    ws1 = one.memory_bytes[0, -1] - meta.weight_bytes - kv
+    ws2 = two.memory_bytes[0, -1] - (meta.weight_bytes + kv) / 2
     assert 0 < ws2 <= ws1 < 1 * MiB
 
 
@@ -502,11 +502,11 @@ def test_pipeline_parallel_decode_latency_and_weights_per_chip():
     lat1, lat2 = one.metrics["latency_s"][0], two.metrics["latency_s"][0]
     assert lat2 == pytest.approx(lat1 + send["time_s"] / DECODE70["seq_out"], rel=1e-9)
     assert abs(lat2 - lat1) <= 0.05 * lat1
-    meta = lower(LLAMA70, scenario_for(LLAMA70, None, **DECODE70)).meta
-    kv = meta["context_max"] * meta["kv_bytes_per_token"]
-    ws = one.memory_bytes[0, -1] - meta["weight_bytes"] - kv
+    meta = lower(LLAMA70, scenario_for(LLAMA70, None, **DECODE70)).facts
+    kv = meta.context_max * meta.kv_bytes_per_token
+    ws = one.memory_bytes[0, -1] - meta.weight_bytes - kv
     assert two.memory_bytes[0, -1] == pytest.approx(
-        (meta["weight_bytes"] + kv) / 2 + ws, rel=1e-9)
+        (meta.weight_bytes + kv) / 2 + ws, rel=1e-9)
 
 
 # --- Data parallelism ----------------------------------------------------------------

@@ -13,7 +13,7 @@ from dse.model.parallel import COLLECTIVES, SPLITS, Collectives, chip_ops, colle
 from dse.model.placement import POLICY, Footprint, place
 from dse.workloads import lower, resolve_scenario
 from dse.workloads.optable import SPLITS as TABLE_SPLITS
-from dse.workloads.optable import OpRow, OpTable
+from dse.workloads.optable import Facts, OpRow, OpTable
 
 H100 = dse.load_hardware("h100-sxm")
 LLAMA3_8B = dse.load_workload("llama3-8b")
@@ -173,7 +173,7 @@ def test_every_split_declares_what_it_divides():
 ])
 def test_unknown_kinds_splits_and_classes_fail_at_table_build(row, message):
     with pytest.raises(ValueError, match=message):
-        OpTable.from_rows([row])
+        OpTable.from_rows([row], Facts(phase="gemm"))
 
 
 def test_kv_cache_splits_over_at_most_the_kv_heads():

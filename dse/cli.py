@@ -108,11 +108,28 @@ def _dump(doc: dict[str, Any], fmt: Format) -> str:
 def show(
     hardware: Annotated[str, typer.Argument(help="Shipped chip name (h100-sxm) or a path.")],
     fmt: Annotated[Format, typer.Option("--format", "-f", help="Output format.")] = Format.table,
+    paths: Annotated[bool, typer.Option("--paths", help="List the paths a design can vary "
+                                                        "(--set, the API, studies) with their "
+                                                        "values and rules.")] = False,
 ) -> None:
     """Print a resolved hardware spec in SI units with derived figures (peaks, ridge points)."""
     from dse.report.hardware_view import hardware_document, hardware_tables
 
     spec = dse.load_hardware(hardware)
+    if paths:
+        from dse.report.hardware_view import vocabulary_rows, vocabulary_table
+
+        rows = vocabulary_rows(spec, every=fmt is not Format.table)
+        if fmt is Format.table:
+            from rich.console import Console
+
+            Console(width=max(120, Console().width)).print(vocabulary_table(spec, rows))
+        else:
+            typer.echo(_dump({"hardware": spec.name, "paths": [
+                {k: r[k] for k in ("path", "value", "unit", "rule", "varies", "note")}
+                for r in rows]},
+                fmt))
+        return
     if fmt is Format.table:
         from rich.console import Console
 

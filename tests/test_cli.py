@@ -200,3 +200,16 @@ def test_workload_with_batch_max_is_shown_per_sequence():
     assert doc["flops"] == one["flops"]  # same model, length and batch: same count
     result = run("workload", "llama3-8b", "--scenario", "serve-128-2048", "-f", "csv")
     assert result.exit_code == 0, result.output
+
+
+def test_show_paths_lists_the_design_vocabulary():
+    result = run("show", "h100-sxm", "--paths")
+    assert result.exit_code == 0, result.output
+    assert "memory.HBM3.stacks" in result.output and "capacity > 0" in result.output
+    doc = json.loads(run("show", "h100-sxm", "--paths", "--format", "json").output)
+    rows = {r["path"]: r for r in doc["paths"]}
+    assert rows["memory.HBM3.capacity"]["value"] == 80 * 2**30 and rows[
+        "memory.HBM3.capacity"]["varies"]
+    assert not rows["memory.HBM3.latency"]["varies"]  # no model reads it
+    assert not rows["compute.matrix.tile.m"]["varies"]
+    assert rows["tdp"]["value"] == 700.0 and rows["tdp"]["unit"] == "W"

@@ -132,3 +132,54 @@ def hardware_tables(spec: HardwareSpec) -> Group:
     if facts:
         parts.append(Text("Technology\n", style="italic").append(", ".join(facts)))
     return Group(*parts)
+
+
+def vocabulary_rows(spec: HardwareSpec, every: bool = False) -> list[dict[str, Any]]:
+    """The paths a design of `spec` can vary (dse.spec.vocabulary) with the spec's value
+    (SI), its unit and the rule a value must meet, and whether the models read it per design
+    (`varies`). Without `every`, only the fields the spec gives a value."""
+    from dse.errors import DseError
+    from dse.model.batch import design_batch
+    from dse.spec.vocabulary import canonical, current, variable_paths
+
+    rows = []
+    for path in variable_paths(spec):
+        key, term = canonical(spec, path)
+        value = current(spec, key)
+        if value is None and not every:
+            continue
+        try:
+            design_batch(spec, {key: value if value is not None else 1.0})
+            note = ""
+        except DseError as e:
+            why = str(e)
+            note = "no model reads it" if "no model reads" in why else (
+                "one value for all designs" if "cannot be varied yet" in why else
+                why.split(": ", 1)[-1])
+        rows.append({"path": key, "value": value,
+                     "unit": term.kind.unit if term.kind else "",
+                     "shown": "-" if value is None else (
+                         units.format_quantity(value, term.kind) if term.kind
+                         else f"{value:g}"),
+                     "rule": term.short(), "varies": not note, "note": note})
+    return rows
+
+
+def vocabulary_table(spec: HardwareSpec, rows: list[dict[str, Any]]) -> Any:
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from dse.spec.hardware import PRECISIONS
+
+    t = Table(title=f"{spec.name}: paths a design can vary (--set, overrides=, studies)",
+              title_justify="left")
+    for col in ("path", "value", "rule", "note"):
+        t.add_column(col, justify="right" if col == "value" else "left",
+                     no_wrap=col == "path")
+    for r in rows:
+        t.add_row(r["path"], r["shown"], r["rule"], r["note"])
+    foot = Text(f"A <precision> segment takes any of {', '.join(PRECISIONS)}; fields the "
+                "spec leaves out can be set too (dse show NAME --paths --format json lists "
+                "every path). memory[i].field names a level by position.")
+    return Group(t, foot)

@@ -53,6 +53,17 @@ class Term:
     lt: float | None
     doc: str
 
+    def short(self) -> str:
+        """The rule in a few words: 'whole > 0', 'capacity > 0', 'number in (0, 1]'."""
+        what = "whole" if self.integer else (self.kind.name if self.kind else "number")
+        if self.gt is not None and self.le is not None:
+            return f"{what} in ({self.gt:g}, {self.le:g}]"
+        for sign, bound in (("> ", self.gt), (">= ", self.ge), ("< ", self.lt),
+                            ("<= ", self.le)):
+            if bound is not None:
+                return f"{what} {sign}{bound:g}"
+        return what
+
     def describe_range(self) -> str:
         parts = []
         if self.gt is not None:
@@ -168,10 +179,13 @@ def _slot_values(slot: str, names: list[str]) -> tuple[str, ...]:
 
 
 def _matches(pattern: str, path: str, spec: HardwareSpec, names: list[str]) -> bool:
-    if pattern.startswith("memory.<level>."):  # level names may contain dots: match the tail
-        tail = pattern.removeprefix("memory.<level>")
-        return (path.startswith("memory.") and path.endswith(tail)
-                and path[len("memory."):-len(tail)] in names)
+    if pattern.startswith("memory.<level>."):  # level names may contain dots
+        level = next((n for n in sorted(names, key=len, reverse=True)
+                      if path.startswith(f"memory.{n}.")), None)
+        if level is None:
+            return False
+        pattern = pattern.removeprefix("memory.<level>.")
+        path = path[len(f"memory.{level}."):]
     p_parts, parts = pattern.split("."), path.split(".")
     if len(p_parts) != len(parts):
         return False
@@ -327,3 +341,18 @@ def variable_paths(spec: HardwareSpec) -> list[str]:
                 if any(slot in p for p in paths) else paths
         out.extend(paths)
     return out
+
+
+def current(spec: HardwareSpec, path: str) -> float | None:
+    """The value `spec` gives a canonical path (memory levels by name), in SI units; None
+    where the spec leaves the field out."""
+    node: object = spec
+    parts = path.split(".")
+    if parts[0] == "memory":
+        level = next(lv for lv in spec.memory if path.startswith(f"memory.{lv.name}."))
+        node, parts = level, path[len(f"memory.{level.name}."):].split(".")
+    for part in parts:
+        if node is None:
+            return None
+        node = node.get(part) if isinstance(node, dict) else getattr(node, part, None)
+    return None if node is None else float(node)  # type: ignore[arg-type]

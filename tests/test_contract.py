@@ -5,10 +5,13 @@ infeasible one says why; N designs in one call equal N calls of one design."""
 import numpy as np
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dse
 from dse.check import check_file
 from dse.model.evaluate import LATENCY_PHASES
+from dse.report.hardware_view import vocabulary_rows
 from dse.spec.load import library_dir, library_names, load_design
 from dse.spec.vocabulary import canonical
 from dse.spec.workload import WORKLOAD_SCHEMAS
@@ -168,3 +171,32 @@ def test_yaml_and_set_routes_build_the_same_design(tmp_path, path, value, text):
     for p in ("bf16", "fp8"):
         np.testing.assert_allclose(via_yaml.matrix_peak[p], via_set.matrix_peak[p], rtol=1e-12)
         np.testing.assert_allclose(via_yaml.matrix_fraction[p], via_set.matrix_fraction[p])
+
+
+VARIABLE = [r for r in vocabulary_rows(dse.load_hardware("h100-sxm")) if r["varies"]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(picks=st.lists(st.tuples(st.sampled_from(VARIABLE), st.floats(0.01, 100.0)),
+                      min_size=1, max_size=4, unique_by=lambda t: t[0]["path"]),
+       workload=st.sampled_from(["llama2-7b", "mixtral-8x7b", "bert-base"]))
+def test_any_legal_design_gives_finite_numbers_or_a_reason(picks, workload):
+    """Every value the vocabulary accepts gives either a feasible design with finite,
+    positive metrics or an infeasible one with its reason: never NaN, infinity or a
+    feasible design with zero throughput."""
+    spec, tech, _ = _design("h100-sxm")
+    over = {}
+    for row, factor in picks:
+        v = row["value"] * factor
+        if row["rule"].startswith("whole"):
+            v = max(float(round(v)), 1.0 if ">" in row["rule"] and "0" in row["rule"] else 0.0)
+        if "(0, 1]" in row["rule"]:
+            v = min(v, 1.0)
+        over[row["path"]] = v
+    wl = dse.load_workload(workload)
+    try:
+        res = dse.evaluate(spec, wl, overrides=over, tech=tech)
+    except dse.errors.DseError as e:  # a combination the vocabulary refuses, said in a line
+        assert "\n" not in str(e)
+        return
+    _assert_sane(res, f"{over}")

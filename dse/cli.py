@@ -144,13 +144,16 @@ class TableFormat(StrEnum):
     csv = "csv"
 
 
-def _int_list(text: str | None, option: str) -> list[int | None]:
+def _int_list(text: str | None, option: str, words: tuple[str, ...] = ()
+              ) -> list[int | str | None]:
     if text is None:
         return [None]
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
+        values = [v.strip() if v.strip() in words else int(v) for v in text.split(",")
+                  if v.strip()]
     except ValueError:
-        raise DseError(f"{option}: expected whole numbers separated by commas, "
+        also = f" or {', '.join(words)}" if words else ""
+        raise DseError(f"{option}: expected whole numbers{also} separated by commas, "
                        f"found '{text}'") from None
     if not values:
         raise DseError(f"{option}: expected at least one value")
@@ -191,7 +194,7 @@ def workload(
                        f"found '{convention}'")
     spec = load_workload(name)
     docs = []
-    for b, si, so in itertools.product(_int_list(batch, "--batch"),
+    for b, si, so in itertools.product(_int_list(batch, "--batch", ("max", "best")),
                                        _int_list(seq_in, "--seq-in"),
                                        _int_list(seq_out, "--seq-out")):
         sc_name, sc = resolve_scenario(spec, scenario, phase=phase, batch=b, seq_in=si,

@@ -213,3 +213,12 @@ def test_show_paths_lists_the_design_vocabulary():
     assert not rows["memory.HBM3.latency"]["varies"]  # no model reads it
     assert not rows["compute.matrix.tile.m"]["varies"]
     assert rows["tdp"]["value"] == 700.0 and rows["tdp"]["unit"] == "W"
+
+
+def test_workload_accepts_max_and_best_per_sequence():
+    for word in ("max", "best"):
+        result = run("workload", "llama2-7b", "--phase", "serve", "--batch", word)
+        assert result.exit_code == 0, result.output
+        assert f"batch {word} depends on the hardware" in result.output
+    bad = run("workload", "llama2-7b", "--batch", "many")
+    assert bad.exit_code == 2 and "expected whole numbers or max, best" in bad.output

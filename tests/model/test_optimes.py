@@ -316,3 +316,85 @@ def test_operator_subsets(decode_inputs, prefill_inputs):
         for rows in subsets:
             _assert_same(op_times(*_subset(inputs, rows)),
                          _reference_op_times(*_subset(inputs, rows)))
+
+
+# --- per-design operators (a per-design batch size: serving with batch "max") --------------
+
+# Per-operator ndim of each ChipOps field; one more axis in front means per design.
+_OP_NDIM = {"read": 2, "written": 2, "shape": 2}
+_PER_LEVEL = ("resident", "per_unit")  # [L] batch fields (not per design)
+
+
+def _design(inputs: tuple, k: int) -> tuple:
+    """The op_times inputs of design k alone: a one-design batch and its own operators."""
+    batch, ops, home, act_home = inputs
+    one = {}
+    for f in dataclasses.fields(batch):
+        v = getattr(batch, f.name)
+        if isinstance(v, dict):
+            v = {key: a[k:k + 1] if isinstance(a, np.ndarray) else a for key, a in v.items()}
+        elif isinstance(v, np.ndarray) and v.ndim and f.name not in _PER_LEVEL:
+            v = v[k:k + 1]
+        one[f.name] = v
+    one["n"] = 1
+    own = {f.name: getattr(ops, f.name)[k] if getattr(ops, f.name).ndim
+           > _OP_NDIM.get(f.name, 1) else getattr(ops, f.name) for f in dataclasses.fields(ops)}
+    return (dataclasses.replace(batch, **one), dataclasses.replace(ops, **own),
+            {c: h[k:k + 1] for c, h in home.items()}, act_home[k:k + 1])
+
+
+def _reference_per_design(inputs: tuple) -> OpTimes:
+    """The reference, design by design (it takes per-operator quantities only)."""
+    rows = [_reference_op_times(*_design(inputs, k)) for k in range(inputs[0].n)]
+    return OpTimes(**{f.name: np.concatenate([getattr(r, f.name) for r in rows])
+                      for f in dataclasses.fields(OpTimes)})
+
+
+def _capture_serve_max(chip: str, workload: str, n: int) -> tuple:
+    """The op_times inputs of a serve evaluate with batch "max" on n designs whose outermost
+    memory capacity varies (so does the batch that fits, hence the operators)."""
+    spec = dse.load_hardware(chip)
+    last = len(spec.memory) - 1
+    overrides = _overrides(chip, n) or {}
+    overrides[f"memory[{last}].capacity"] = \
+        spec.memory[last].capacity * np.random.default_rng(2).uniform(0.3, 2.5, n)
+    calls = []
+    real = EVALUATE.op_times
+
+    def spy(*args):
+        calls.append(args)
+        return real(*args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(EVALUATE, "op_times", spy)
+        dse.evaluate(spec, dse.load_workload(workload), phase="serve", batch="max",
+                     seq_in=1024, seq_out=128, precision="fp8", overrides=overrides)
+    assert len(calls) == 1
+    return calls[0]
+
+
+@pytest.mark.parametrize(("chip", "workload"), [("h100-sxm", "llama3-8b"),
+                                                ("a100-sxm-80gb", "mixtral-8x7b"),
+                                                ("gh200", "llama3-8b")])
+def test_serve_max_matches_reference(chip, workload):
+    """Serving with batch "max": flops, bytes and shapes differ by design ([N, I], [N, I, C],
+    [N, I, 4]); every design's row is the reference's on its own operators."""
+    inputs = _capture_serve_max(chip, workload, 200)
+    ops = inputs[1]
+    assert ops.flops.ndim == 2 and ops.shape.ndim == 3
+    assert len(np.unique(ops.flops, axis=0)) > 100  # the designs do run different operators
+    _assert_same(op_times(*inputs), _reference_per_design(inputs))
+
+
+def test_every_shape_column_per_design(prefill_inputs):
+    """Each of m, n, k and the batch count varying by design alone, and all together
+    (weight-only quantization: n, k and the count set the dequantization work)."""
+    batch, ops, home, act_home = prefill_inputs
+    n = batch.n
+    assert (ops.wdtype == "int4").any()
+    scale = np.linspace(0.3, 7.0, n)[:, None]
+    for cols in ([0], [1], [2], [3], [0, 1, 2, 3]):
+        shape = np.broadcast_to(ops.shape, (n, *ops.shape.shape)).copy()
+        shape[:, :, cols] = np.round(shape[:, :, cols] * scale[:, :, None])
+        inputs = (batch, dataclasses.replace(ops, shape=shape), home, act_home)
+        _assert_same(op_times(*inputs), _reference_per_design(inputs))

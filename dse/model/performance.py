@@ -179,9 +179,13 @@ def _cols(a: np.ndarray, designs: slice) -> np.ndarray:
 
 # Designs per block: op_times works on [operators, block] arrays that stay in the caches and
 # are reused from block to block, and from call to call (per thread): fresh memory is
-# expensive where every page is faulted in. WORK_ELEMENTS caps operators x block.
+# expensive where every page is faulted in. WORK_ELEMENTS caps operators x block. Their rows
+# are PAD elements longer than a block: with a row stride of a large power of two (2048 x 8
+# bytes) an operator column of every row falls in one cache set, and the transposes to the
+# [N, I] and [N, I, L] outputs run 4-5 times slower.
 BLOCK = 2048
 WORK_ELEMENTS = 1 << 18
+PAD = 8
 _LOCAL = threading.local()
 
 
@@ -267,10 +271,10 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     bound = np.empty((n_, n_ops), dtype=np.int8)
     missing = np.zeros(n_, dtype=bool)
     block = min(BLOCK, max(n_, 1), max(64, WORK_ELEMENTS // max(n_ops, 1)))
-    work = _scratch("work", (5, n_ops, block), np.float64)
-    mixed_work = _scratch("mixed", (len(mixed), block), np.float64)
-    hit_work = _scratch("hit", (n_ops, block), np.bool_)
-    code_work = _scratch("code", (n_ops, block), np.int8)
+    work = _scratch("work", (5, n_ops, block + PAD), np.float64)
+    mixed_work = _scratch("mixed", (len(mixed), block + PAD), np.float64)
+    hit_work = _scratch("hit", (n_ops, block + PAD), np.bool_)
+    code_work = _scratch("code", (n_ops, block + PAD), np.int8)
 
     for start in range(0, n_, block):
         d = slice(start, min(start + block, n_))

@@ -42,15 +42,15 @@ from dse.errors import DseError
 from dse.model.area import PADDING, area
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.execution import Execution
-from dse.model.parallel import chip_ops, collective_times, collective_volume
+from dse.model.parallel import chip_ops, collective_times, collective_volume, resident_split
 from dse.model.performance import A, ChipOps, G, OpTimes, op_times
-from dse.model.placement import Footprint, Placement, cached_level, place
+from dse.model.placement import WORKSPACE, Footprint, Placement, cached_level, place
 from dse.model.power import StepEnergy, chip_power, step_energy
 from dse.spec.hardware import HardwareSpec
 from dse.spec.technology import TechSpec
 from dse.spec.workload import Scenario, WorkloadSpec
 from dse.workloads import execution_issues, lower, resolve_scenario
-from dse.workloads.optable import Facts, OpTable
+from dse.workloads.optable import CLASSES, PLACED_CLASSES, Facts, OpTable
 
 METRICS = ("latency_s", "ttft_s", "decode_tokens_per_s", "output_tokens_per_s",
            "samples_per_s", "achieved_flop_per_s", "tokens_per_s_per_chip")
@@ -270,10 +270,13 @@ def size(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution) -> np.n
     table = lower(wl, sc.model_copy(update={"batch": 1}))
     ops, _ = chip_ops(table, ex)
     fp = footprint(table, ops, ex)
-    _reject(not np.all(fp.kv_cache + fp.workspace > 0),
+    grows = {c.name for c in CLASSES if c.per_sequence} | {WORKSPACE}
+    per_seq = sum((fp[c] for c in grows), np.zeros(()))
+    fixed = sum((fp[c] for c in fp.bytes if c not in grows), np.zeros(()))
+    _reject(not np.all(per_seq > 0),
             f"{wl.name}: batch {sc.batch} needs per-sequence memory to size")
-    free = db.resident_capacity.sum(axis=1) - fp.weights
-    return np.floor(np.maximum(free, 0.0) / (fp.kv_cache + fp.workspace))
+    free = db.resident_capacity.sum(axis=1) - fixed
+    return np.floor(np.maximum(free, 0.0) / per_seq)
 
 
 def _best(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
@@ -332,17 +335,16 @@ def _take(db: DesignBatch, idx: np.ndarray) -> DesignBatch:
 
 def footprint(table: OpTable, ops: ChipOps, ex: Execution,
               ws: np.ndarray | None = None) -> Footprint:
-    """Bytes per chip of each placed class (stage `footprint`): weights split over tp x pp,
-    the KV cache at the steady-state context (split over min(tp, KV heads) x pp), and the
-    largest activation working set of one operator instance."""
+    """Bytes per chip of each placed class (stage `footprint`): the lowering's resident
+    bytes of each class over the chips that split it (parallel.resident_split: weights over
+    tp x pp, the KV cache over min(tp, KV heads) x pp), and the workspace, the largest
+    activation working set of one operator instance."""
     f = table.facts
-    kv_split = min(ex.tp, f.kv_heads or ex.tp) * ex.pp
     ws = _activation_bytes(ops) if ws is None else ws
-    return Footprint(
-        weights=np.asarray(f.weight_bytes / ex.model_split, dtype=float),
-        kv_cache=np.asarray(f.batch * f.context * f.kv_bytes_per_token / kv_split,
-                            dtype=float),
-        workspace=ws.max(axis=-1) if ws.shape[-1] else np.zeros(ws.shape[:-1]))
+    out = {name: np.asarray(value / resident_split(name, ex, f), dtype=float)
+           for name, value in f.resident.items()}
+    out[WORKSPACE] = ws.max(axis=-1) if ws.shape[-1] else np.zeros(ws.shape[:-1])
+    return Footprint(out)
 
 
 def _activation_bytes(ops: ChipOps) -> np.ndarray:
@@ -358,7 +360,7 @@ def access(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps,
     the innermost chip-wide on-chip level that holds an operator's inputs and outputs, else
     in the first resident level (DRAM, or the SRAM of an SRAM-only chip)."""
     n, lv = db.n, db.levels
-    cache = cached_level(db, fp.weights + fp.kv_cache)
+    cache = cached_level(db, sum((fp[c] for c in PLACED_CLASSES), np.zeros(())))
     decode = ops.stage == "decode"
     levels = np.arange(lv)
 
@@ -382,8 +384,8 @@ def access(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps,
         if db.level_kinds[level] in ("cache", "sram") and not db.per_unit[level] \
                 and level < fallback:
             act_home = np.where(db.capacity[:, level][:, None] >= ws, level, act_home)
-    return Access(home={"weights": with_cache(placed.share("weights")),
-                        "kv_cache": with_cache(placed.share("kv_cache"))}, act_home=act_home)
+    return Access(home={c: with_cache(placed.share(c)) for c in PLACED_CLASSES},
+                  act_home=act_home)
 
 
 def step(db: DesignBatch, ops: ChipOps, coll, t: OpTimes, t_coll: np.ndarray) -> Step:
@@ -520,10 +522,11 @@ def _fit_text(db: DesignBatch, fp: Footprint, short: np.ndarray) -> np.ndarray:
     that need it, so a large batch of feasible designs builds no strings."""
     gb = lambda v: units.format_quantity(float(v), units.BYTES)  # noqa: E731
     room = db.resident_capacity.sum(axis=1)
-    w, kv, ws = (np.broadcast_to(a, (db.n,)) for a in (fp.weights, fp.kv_cache, fp.workspace))
+    parts = {name.replace("_", " ").replace("kv", "KV"): np.broadcast_to(v, (db.n,))
+             for name, v in fp.bytes.items()}
     out = np.full(db.n, "", dtype=object)
     for i in np.flatnonzero(short > 0):
-        out[i] = (f"weights {gb(w[i])} + KV cache {gb(kv[i])} + workspace {gb(ws[i])} per "
-                  f"chip exceed the {gb(room[i])} of memory that can hold them "
+        need = " + ".join(f"{name} {gb(v[i])}" for name, v in parts.items())
+        out[i] = (f"{need} per chip exceed the {gb(room[i])} of memory that can hold them "
                   f"({gb(short[i])} short)")
     return out

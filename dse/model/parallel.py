@@ -36,38 +36,57 @@ import numpy as np
 
 from dse.model.batch import DesignBatch
 from dse.model.execution import Execution
-from dse.model.performance import KV, A, ChipOps, W
+from dse.model.performance import A, ChipOps
 from dse.workloads.optable import SPLITS as TABLE_SPLITS
-from dse.workloads.optable import OpTable
+from dse.workloads.optable import TENSOR_CLASSES, Facts, OpTable
 
 
 @dataclass(frozen=True)
 class Split:
-    """What tensor parallelism divides by tp for one kind of split, and the collective over
-    the tp group (on the operator's whole output) that follows it."""
+    """What tensor parallelism divides for one kind of split: GEMM dimensions, FLOPs, the
+    tensor classes read and written (by each class's divisor, `CLASS_SPLITS`), and the
+    collective over the tp group (on the operator's whole output) that follows it."""
 
     flops: bool = False
     n: bool = False  # GEMM N (output columns)
     k: bool = False  # GEMM K (reduction)
     heads: bool = False  # independent matrices (attention heads)
-    weights: bool = False
-    act_in: bool = False
-    act_out: bool = False
-    kv_in: bool = False
-    kv_out: bool = False
+    read: frozenset[str] = frozenset()
+    written: frozenset[str] = frozenset()
     collective: str | None = None
 
 
+_W, _A, _KV = "weights", "activations", "kv_cache"
 SPLITS: dict[str, Split] = {
     "replicated": Split(),
-    "column": Split(flops=True, n=True, weights=True, act_out=True, kv_out=True),
-    "row": Split(flops=True, k=True, weights=True, act_in=True, collective="all_reduce"),
-    "heads": Split(flops=True, heads=True, act_in=True, act_out=True, kv_in=True,
-                   kv_out=True),
-    "part": Split(flops=True, act_in=True, act_out=True),
-    "vocab": Split(flops=True, n=True, weights=True, act_out=True, collective="all_gather"),
+    "column": Split(flops=True, n=True, read=frozenset({_W}), written=frozenset({_A, _KV})),
+    "row": Split(flops=True, k=True, read=frozenset({_W, _A}), collective="all_reduce"),
+    "heads": Split(flops=True, heads=True, read=frozenset({_A, _KV}),
+                   written=frozenset({_A, _KV})),
+    "part": Split(flops=True, read=frozenset({_A}), written=frozenset({_A})),
+    "vocab": Split(flops=True, n=True, read=frozenset({_W}), written=frozenset({_A}),
+                   collective="all_gather"),
 }
 assert set(SPLITS) == set(TABLE_SPLITS), "every split the lowering uses is defined here"
+
+
+def _kv_split(ex: Execution, facts: Facts) -> float:
+    """KV heads split over at most their number: beyond it each is replicated."""
+    return float(min(ex.tp, facts.kv_heads or ex.tp))
+
+
+# Chips over which tensor parallelism divides a class's bytes (where a split divides it):
+# tp, except for the KV cache (above).
+CLASS_SPLITS: dict[str, Callable[[Execution, Facts], float]] = {
+    c: (lambda ex, facts: float(ex.tp)) for c in TENSOR_CLASSES}
+CLASS_SPLITS[_KV] = _kv_split
+
+
+def resident_split(name: str, ex: Execution, facts: Facts) -> float:
+    """Chips one replica's bytes of a placed class are divided over: its tensor-parallel
+    divisor x the pipeline stages."""
+    return CLASS_SPLITS[name](ex, facts) * ex.pp
+
 
 # (steps, bytes each chip sends) of one collective over p chips of a tensor of S bytes.
 COLLECTIVES: dict[str, Callable[[int, np.ndarray], tuple[int, np.ndarray]]] = {
@@ -115,23 +134,21 @@ def chip_ops(table: OpTable, ex: Execution,
     concurrently on different micro-batches (throughput phases: the longest stage's share)."""
     tp, pp = ex.tp, ex.pp
     split = table.split
-    kv_div = float(min(tp, table.facts.kv_heads or tp))
     read, written = table.read.copy(), table.written.copy()
     shape = table.shape.copy()
 
-    def divide(a: np.ndarray, attr: str, by: float = float(tp)) -> None:
+    def divide(a: np.ndarray, rows: np.ndarray, by: float = float(tp)) -> None:
         if by != 1.0:
-            cols = np.flatnonzero(_mask(split, attr))
-            a[..., cols] /= by
+            a[..., np.flatnonzero(rows)] /= by
 
-    divide(read[..., W], "weights")
-    divide(read[..., A], "act_in")
-    divide(read[..., KV], "kv_in", kv_div)
-    divide(written[..., A], "act_out")
-    divide(written[..., KV], "kv_out", kv_div)
-    divide(shape[..., 1], "n")
-    divide(shape[..., 2], "k")
-    divide(shape[..., 3], "heads")
+    for c, name in enumerate(TENSOR_CLASSES):
+        by = CLASS_SPLITS[name](ex, table.facts)
+        divide(read[..., c], np.array([name in SPLITS[s].read for s in split], dtype=bool), by)
+        divide(written[..., c], np.array([name in SPLITS[s].written for s in split],
+                                         dtype=bool), by)
+    divide(shape[..., 1], _mask(split, "n"))
+    divide(shape[..., 2], _mask(split, "k"))
+    divide(shape[..., 3], _mask(split, "heads"))
     flops = table.flops / np.where(_mask(split, "flops"), float(tp), 1.0)
 
     onchip = np.zeros(np.broadcast_shapes(table.flops.shape, written.shape[:-1]))

@@ -6,7 +6,8 @@ hold data across steps (`MemoryLevel.holds_resident`) innermost (fastest) first:
 fit in a chip-wide SRAM stay there (Groq, Cerebras style); the rest go to the fastest DRAM
 tier with room, spilling to slower tiers (GH200's LPDDR5X, a CXL tier). What does not fit
 anywhere makes the design infeasible at that chip count. A class still to come (optimizer
-state, embedding rows) is a row of `POLICY` and a field of `Footprint`.
+state, embedding rows) is a row of `optable.CLASSES`, one of `POLICY` and one of
+`parallel.CLASS_SPLITS`.
 
 Bytes stored per level are not the share of accesses each level serves: a cache holds no data
 of its own, but a step that touches less than a cache's capacity across repeated steps
@@ -18,20 +19,27 @@ No I/O; arrays over N designs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
 from dse.model.batch import DesignBatch
+from dse.workloads.optable import PLACED_CLASSES
+
+WORKSPACE = "workspace"  # the largest activation working set of one operator instance
 
 
 @dataclass(frozen=True)
 class Footprint:
-    """Bytes per chip of each placed class: scalars or [N] arrays (one per design)."""
+    """Bytes per chip of each placed class (a POLICY name): scalars or [N] arrays."""
 
-    weights: np.ndarray
-    kv_cache: np.ndarray
-    workspace: np.ndarray
+    bytes: dict[str, np.ndarray]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.bytes.get(name, np.zeros(()))
+
+    def total(self) -> np.ndarray:
+        return sum(self.bytes.values(), np.zeros(()))
 
 
 @dataclass(frozen=True)
@@ -43,10 +51,11 @@ class Rule:
     kinds: tuple[str, ...] = ("register", "sram", "cache", "dram", "host")
 
 
-# Placement order: classes earlier in the list take the fastest room first.
-POLICY: tuple[Rule, ...] = (Rule("weights"), Rule("kv_cache"), Rule("workspace"))
+# Placement order: classes earlier in the list take the fastest room first. Every placed
+# tensor class (optable.PLACED_CLASSES) and the workspace has a rule.
+POLICY: tuple[Rule, ...] = (Rule("weights"), Rule("kv_cache"), Rule(WORKSPACE))
 PLACED = tuple(r.name for r in POLICY)
-assert set(PLACED) == {f.name for f in fields(Footprint)}, "every footprint class is placed"
+assert set(PLACED) == {*PLACED_CLASSES, WORKSPACE}, "every placed class has a rule"
 
 
 @dataclass(frozen=True)
@@ -74,7 +83,7 @@ def place(batch: DesignBatch, footprint: Footprint) -> Placement:
     fraction = np.zeros((n, len(POLICY), lv))
     short = np.zeros(n)
     for p, rule in enumerate(POLICY):
-        need = np.broadcast_to(np.asarray(getattr(footprint, rule.name), dtype=float), (n,))
+        need = np.broadcast_to(np.asarray(footprint[rule.name], dtype=float), (n,))
         remaining = need.copy()
         for level in range(lv):
             if batch.level_kinds[level] not in rule.kinds:

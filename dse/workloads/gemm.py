@@ -21,7 +21,7 @@ def lower_gemm(spec: GemmSpec, scenario: Scenario, counting: Counting = DEFAULT,
                 read={"activations": b * m * k * ab, "weights": b * k * n * wb},
                 written={"activations": b * m * n * ab}, m=m, n=n, k=k, batch=b,
                 stage="gemm", dtype=dtype, wdtype=w)
-    facts = Facts(phase="gemm", weight_bytes=b * k * n * wb)
+    facts = Facts(phase="gemm", resident={"weights": b * k * n * wb})
     return OpTable.from_rows([row], facts)
 
 

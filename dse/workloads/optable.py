@@ -16,8 +16,33 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+
+@dataclass(frozen=True)
+class TensorClass:
+    """A class of tensors and how the performance model treats its bytes. A class still to
+    come (optimizer state, embedding rows) is one more row of CLASSES."""
+
+    name: str
+    placed: bool
+    """Stored across steps and placed in the memory levels by `placement.POLICY` (weights,
+    KV cache), rather than living with each operator's activations."""
+    operand: str
+    """Its role when a GEMM reads it: "b", the stationary operand, re-read once per row of
+    output tiles (weights, KV cache); "a", the streamed operand, re-read once per column
+    (activations); "": read once."""
+    per_sequence: bool = False
+    """Its size grows with the sequences in flight (the KV cache): batch max sizes on it."""
+
+
+CLASSES: tuple[TensorClass, ...] = (
+    TensorClass("weights", placed=True, operand="b"),
+    TensorClass("activations", placed=False, operand="a"),
+    TensorClass("kv_cache", placed=True, operand="b", per_sequence=True),
+    TensorClass("gradients", placed=False, operand=""),
+)
 # Tensor classes, in column order of `read` and `written`.
-TENSOR_CLASSES = ("weights", "activations", "kv_cache", "gradients")
+TENSOR_CLASSES = tuple(c.name for c in CLASSES)
+PLACED_CLASSES = tuple(c.name for c in CLASSES if c.placed)
 KINDS = ("gemm", "attention_score", "attention_value", "softmax", "norm", "activation",
          "residual", "rope", "embedding", "lm_head", "router")
 # How tensor parallelism (Megatron-style) splits an operator over `tp` chips: replicated
@@ -70,17 +95,17 @@ class Facts:
     seq_out: float = 0.0  # generated tokens (0 outside decode and serve)
     layers: int = 0  # repeated layers (pipeline stages divide these)
     kv_heads: int = 0  # KV heads (tensor parallelism splits the KV cache over at most these)
-    weight_bytes: float = 0.0  # resident weights of the whole model
-    kv_bytes_per_token: float = 0.0  # KV cache per token of one sequence, all layers
+    resident: dict[str, float | np.ndarray] = field(default_factory=dict)
+    """Bytes of each placed class for the whole model and batch, before any parallel split
+    (weights; the KV cache at the context it is sized for: the average over the generation
+    in steady-state serving, else the most the step reaches)."""
     hidden_bytes_per_token: float = 0.0  # one token's activations between layers
     context_max: float = 0.0  # tokens in the KV cache at the end of the step
     context_avg: float = 0.0  # tokens in the KV cache on average over the generation
 
     @property
-    def context(self) -> float:
-        """Context the KV cache is sized for: the average in steady-state serving, else the
-        most the step reaches."""
-        return self.context_avg if self.phase == "serve" else self.context_max
+    def weight_bytes(self) -> float:
+        return float(self.resident.get("weights", 0.0))
 
 
 @dataclass(frozen=True)
@@ -108,6 +133,10 @@ class OpTable:
         """Arrays from rows. A row's numbers may be [N] arrays (one value per design, when
         the batch differs by design): every quantity is then [N, I] ([N, I, C] by class,
         [N, I, 4] shapes), else [I]. Unknown kinds, splits or tensor classes are errors."""
+        for cls in facts.resident:
+            if cls not in PLACED_CLASSES:
+                raise ValueError(f"resident bytes of '{cls}', which is not a placed tensor "
+                                 f"class; expected one of: {', '.join(PLACED_CLASSES)}")
         for r in rows:
             if r.kind not in KINDS:
                 raise ValueError(f"operator {r.name}: unknown kind '{r.kind}'; expected one "

@@ -277,15 +277,18 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
         b.rows += _backward(b.rows)
     cached = model.architecture == "decoder"
     generates = phase in ("decode", "serve")
+    kv_per_token = model.layers * 2 * model.n_kv_heads * model.d_head * b.kvb if cached \
+        else 0.0
+    context_max = s_in + (s_out if generates else 0.0)
+    context_avg = s_in + ((s_out + 1) / 2.0 if generates else 0.0)
     facts = Facts(
         phase=phase, batch=batch, seq_in=s_in, seq_out=s_out if generates else 0.0,
         layers=model.layers, kv_heads=model.n_kv_heads,
-        weight_bytes=parameter_counts(model)["total"] * b.wb,
+        resident={"weights": parameter_counts(model)["total"] * b.wb,
+                  "kv_cache": batch * (context_avg if phase == "serve" else context_max)
+                  * kv_per_token},
         hidden_bytes_per_token=model.d_model * b.ab,
-        kv_bytes_per_token=(model.layers * 2 * model.n_kv_heads * model.d_head * b.kvb
-                            if cached else 0.0),
-        context_max=s_in + (s_out if generates else 0.0),
-        context_avg=s_in + ((s_out + 1) / 2.0 if generates else 0.0),
+        context_max=context_max, context_avg=context_avg,
     )
     return OpTable.from_rows(b.rows, facts)
 

@@ -343,7 +343,7 @@ def test_small_decode_working_set_lives_in_l2(tiny_decoder):
     hw = dse.load_hardware("h100-sxm")
     sc = scenario_for(tiny_decoder, "decode")
     meta = lower(tiny_decoder, sc).facts
-    working_set = meta.weight_bytes + meta.context_max * meta.kv_bytes_per_token
+    working_set = meta.weight_bytes + meta.resident['kv_cache']
     assert working_set < 50 * MiB
     ev = dse.evaluate(hw, tiny_decoder, "decode", overrides={"compute.op_overhead": 0.0})
     recs = records(ev)
@@ -437,7 +437,7 @@ def test_tensor_parallel_halves_weight_traffic_and_adds_all_reduces():
     # Per-chip memory: weights and KV split in two, plus a workspace no larger than on
     # one chip (the activations of split operators are split too).
     meta = lower(LLAMA70, scenario_for(LLAMA70, None, **DECODE70)).facts
-    kv = meta.context_max * meta.kv_bytes_per_token
+    kv = meta.resident['kv_cache']
     ws1 = one.memory_bytes[0, -1] - meta.weight_bytes - kv
     ws2 = two.memory_bytes[0, -1] - (meta.weight_bytes + kv) / 2
     assert 0 < ws2 <= ws1 < 1 * MiB
@@ -503,7 +503,7 @@ def test_pipeline_parallel_decode_latency_and_weights_per_chip():
     assert lat2 == pytest.approx(lat1 + send["time_s"] / DECODE70["seq_out"], rel=1e-9)
     assert abs(lat2 - lat1) <= 0.05 * lat1
     meta = lower(LLAMA70, scenario_for(LLAMA70, None, **DECODE70)).facts
-    kv = meta.context_max * meta.kv_bytes_per_token
+    kv = meta.resident['kv_cache']
     ws = one.memory_bytes[0, -1] - meta.weight_bytes - kv
     assert two.memory_bytes[0, -1] == pytest.approx(
         (meta.weight_bytes + kv) / 2 + ws, rel=1e-9)

@@ -194,8 +194,8 @@ def test_placement_follows_the_policy_order():
     db = design_batch(gh)
     first = db.level_kinds.index("dram")
     hbm = db.resident_capacity[0, first]
-    p = place(db, Footprint(weights=np.array(hbm * 0.9), kv_cache=np.array(hbm * 0.5),
-                            workspace=np.array(0.0)))
+    p = place(db, Footprint({"weights": np.array(hbm * 0.9),
+                             "kv_cache": np.array(hbm * 0.5), "workspace": np.array(0.0)}))
     assert p.share("weights")[0, first] == pytest.approx(1.0)  # weights first, all in HBM
     assert p.share("kv_cache")[0, first] == pytest.approx(0.2)  # the rest spills onward
     assert p.share("kv_cache")[0, first + 1:].sum() == pytest.approx(0.8)

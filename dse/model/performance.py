@@ -20,6 +20,7 @@ operators x designs blocks, see op_times); no I/O.
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from dataclasses import dataclass
@@ -167,36 +168,80 @@ def crossings(dim: np.ndarray, side: Side) -> np.ndarray:
     return np.fmax(out, 1.0, out=out)  # fmax: 0 / 0 (no GEMM, empty buffer) counts once
 
 
-def _per_op(a: np.ndarray) -> np.ndarray:
-    """An operator quantity, [I] or [N, I], as [I, 1] or [I, N] (operators x designs)."""
-    return a[:, None] if a.ndim == 1 else a.T
-
-
-def _cols(a: np.ndarray, designs: slice) -> np.ndarray:
-    """The designs `designs` of an [I, 1] or [I, N] operator quantity."""
-    return a if a.shape[1] == 1 else a[:, designs]
-
-
-# Designs per block: op_times works on [operators, block] arrays that stay in the caches and
-# are reused from block to block, and from call to call (per thread): fresh memory is
-# expensive where every page is faulted in. WORK_ELEMENTS caps operators x block. Their rows
-# are PAD elements longer than a block: with a row stride of a large power of two (2048 x 8
-# bytes) an operator column of every row falls in one cache set, and the transposes to the
-# [N, I] and [N, I, L] outputs run 4-5 times slower.
-BLOCK = 2048
+# Designs per block: op_times works on contiguous [operators, block] arrays reused from block
+# to block, and from call to call (per thread): fresh memory is expensive where every page is
+# faulted in. WORK_ELEMENTS caps operators x block. Blocks of a few thousand designs amortize
+# the cost of each numpy call (about 40 per level and block); they are of equal size, none a
+# multiple of 16 designs long (`_blocks`).
+BLOCK = 4096
 WORK_ELEMENTS = 1 << 18
-PAD = 8
 _LOCAL = threading.local()
 
 
-def _scratch(name: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:
-    """A work array of this thread, kept between calls (contents undefined)."""
+def _blocks(n: int, most: int) -> list[slice]:
+    """n designs as consecutive blocks of at most about `most`, of equal sizes but none of a
+    multiple of 16 (from 256 on; one block of such a size is split in two): a row stride of
+    a multiple of 128 bytes maps one operator column of every row to a few cache sets, which
+    makes the transposes to the [N, I] and [N, I, L] outputs 4-5 times slower."""
+    if n == 0:
+        return []
+    count = -(-n // most)
+    sizes = [n // count + (k < n % count) for k in range(count)]
+    if count == 1 and n % 16 == 0 and n >= 512:
+        sizes = [n // 2, n // 2]
+    for k, size in enumerate(sizes):
+        if size % 16 == 0 and size >= 256:
+            j = k + 1 if k + 1 < len(sizes) else k - 1
+            move = next(m for m in range(1, 8) if (sizes[j] - m) % 16)
+            sizes[k] += move
+            sizes[j] -= move
+    return [slice(a, b) for a, b in itertools.pairwise(np.cumsum([0, *sizes]).tolist())]
+
+
+def _scratch(name: str, size: int, dtype: type) -> np.ndarray:
+    """A flat work array of this thread, kept between calls (contents undefined)."""
     arrays = _LOCAL.__dict__.setdefault("arrays", {})
-    size = math.prod(shape)
     have = arrays.get(name)
     if have is None or have.size < size or have.dtype != dtype:
         have = arrays[name] = np.empty(size, dtype=dtype)
-    return have[:size].reshape(shape)
+    return have
+
+
+def _rows(flat: np.ndarray, *shape: int) -> np.ndarray:
+    """A contiguous array of `shape` at the start of the flat work array `flat`."""
+    return flat[:math.prod(shape)].reshape(shape)
+
+
+def _same_side(a: Side, b: Side) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return a is b or (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+                          and np.array_equal(a, b))
+    return a == b
+
+
+class _Field:
+    """An operator quantity, [I] or [N, I], for the operators `rows` (None: all) on a block
+    of designs: [k, 1] when it is per operator, else [k, B] copied into a work array of this
+    thread (one strided read per block; every level then reads contiguous rows)."""
+
+    def __init__(self, name: str, a: np.ndarray, rows: np.ndarray | None, block: int):
+        self.per_design = a.ndim == 2
+        if not self.per_design:
+            self.value = (a if rows is None else a[rows])[:, None]
+            return
+        self.src, self.rows = a, rows
+        self.k = a.shape[1] if rows is None else len(rows)
+        self.work = _scratch(name, self.k * block, a.dtype)
+
+    def at(self, designs: slice) -> np.ndarray:
+        if not self.per_design:
+            return self.value
+        src = self.src[designs]
+        if self.rows is not None:
+            src = src[:, self.rows]
+        out = _rows(self.work, self.k, designs.stop - designs.start)
+        np.copyto(out, src.T)
+        return out
 
 
 def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
@@ -210,18 +255,25 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     ([I], [I, C], [I, 4]) or per design and operator ([N, I], [N, I, C], [N, I, 4]).
 
     Computed for blocks of designs, level by level, on operators x designs arrays updated
-    in place. The bytes crossing level l are
+    in place; a per-design operator quantity is copied once per block into such an array
+    (`_Field`), a per-operator one broadcasts as [I, 1], and so does a shape column that is
+    the same for every design. The bytes crossing level l are
         (W_r rb_l) through_w_l + (KV_r rb_l) through_kv_l + KV_w through_kv_l
         + (A_r ra_l + A_w + G_r + G_w) [act_home >= l]  (+ onchip at level 0)
     with rb_l, ra_l the crossings of each GEMM's B and A operand (`crossings`; per operator
-    only where every design has the same tile side at l) and through_l the share stored at
-    level l or beyond; the weight and KV-cache terms are computed for the operators that
-    have such bytes only. The running maximum of compute and bytes / bandwidth is the roof,
-    the first largest term the bound."""
+    only where every design has the same tile side at l and the GEMM's dimensions are per
+    operator) and through_l the share stored at level l or beyond; the weight and KV-cache
+    terms are computed for the operators that have such bytes only, the gradient term
+    where there are gradients, onchip for the operators that have it. A level whose terms
+    all equal the level's above (same tile sides, no share stored there, the same
+    activation mask) reuses its bytes. The running maximum of compute and bytes /
+    bandwidth is the roof, the first largest term the bound."""
     n_, lv = batch.n, batch.levels
     n_ops = len(ops.kind)
     kinds, dtypes, wdtypes = ops.kind.tolist(), ops.dtype.tolist(), ops.wdtype.tolist()
     is_matrix = np.array([k in _MATRIX for k in kinds], dtype=bool)
+    blocks = _blocks(n_, min(BLOCK, max(64, WORK_ELEMENTS // max(n_ops, 1))))
+    block = max((d.stop - d.start for d in blocks), default=0)
 
     # Rates per precision ([P, N]) and where each operator finds its own.
     precisions = sorted(set(dtypes))
@@ -232,55 +284,131 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     fp32_vector = np.where(np.isnan(fp32_vector), v_tab.min(axis=0) if v_tab.size else np.nan,
                            fp32_vector)
     vector_rows = np.flatnonzero(~is_matrix)
+
+    # The GEMM dimensions m, n, k and the batch count: [I], or [N, I] where they differ by
+    # design (typically m only, with a per-design batch).
+    shape = ops.shape
+    m_col, n_col, k_col, count_col = (shape[..., j] for j in range(4))
+    if shape.ndim == 3 and n_:
+        # Which are the same for every design: the first designs first (most columns that
+        # differ do so there), then one pass over all.
+        same = (shape[:8] == shape[:1]).all(axis=0).all(axis=0)  # (all over (0, 1): slow)
+        if same[:3].any():
+            same &= (shape == shape[:1]).all(axis=0).all(axis=0)
+        m_col, n_col, k_col = (c[0] if same[j] else c
+                               for j, c in enumerate((m_col, n_col, k_col)))
+    dims = (m_col, n_col, k_col)
+
     # Dequantization of weight-only-quantized weights on the vector units, in FLOPs.
     slots = np.array([DEQUANT_SLOTS.get(wd, 0.0) if m and d not in ("int8", "int4") else 0.0
                       for wd, d, m in zip(wdtypes, dtypes, is_matrix.tolist(), strict=True)])
     dequant_rows = np.flatnonzero(slots)
-    shape = ops.shape
-    dequant = _per_op(shape[..., 1] * shape[..., 2] * np.maximum(shape[..., 3], 1.0))
-    dequant = slots[dequant_rows, None] * dequant[dequant_rows] * 2.0
     plain_rows = np.flatnonzero(slots == 0)
-    util = _per_op(tile_utilization(shape, batch.tile))
-    flops = _per_op(ops.flops)
+    q = dequant_rows
+    dequant = _Field("dequant", slots[q] * (n_col[..., q] * k_col[..., q]
+                                            * np.maximum(count_col[..., q], 1.0)) * 2.0,
+                     None, block)
 
-    # Per-operator bytes, [I, 1] or [I, N], and the rows that have weight or KV-cache bytes.
-    r, w = ops.read, ops.written
-    w_r, kv_r, kv_w = _per_op(r[..., W]), _per_op(r[..., KV]), _per_op(w[..., KV])
-    a_r, a_w = _per_op(r[..., A]), _per_op(w[..., A])
-    act_rest = _per_op(r[..., G] + w[..., G])
-    onchip = _per_op(ops.onchip)
-    launches = _per_op(ops.launches)
+    # Tile utilization prod(dim / (ceil(dim / t) * t)): the factor of a per-operator
+    # dimension as [I, 1], None for one computed per block; their product when all are per
+    # operator. Only the GEMMs' matter (the others run on the vector units): a per-operator
+    # factor multiplies those rows where it is not 1 (x 1 is exact). Then max(dim, 1) of the
+    # GEMMs (0 elsewhere: read once), for the crossings.
+    tile = batch.tile
+    factors: list[np.ndarray | None] = []
+    for col, t in zip(dims, tile or (), strict=False):
+        if col.ndim == 1:
+            dim = np.maximum(col, 1.0)
+            factors.append((dim / (np.ceil(dim / t) * t))[:, None])
+        else:
+            factors.append(None)
+    factor_rows = [None if f is None else np.flatnonzero(is_matrix & (f[:, 0] != 1.0))
+                   for f in factors]
+    util_fixed = None
+    if all(f is not None for f in factors):
+        util_fixed = np.ones((n_ops, 1))
+        for f in factors:
+            util_fixed *= f
+    dim_fields = [None if col.ndim == 1 else _Field(f"dim{j}", col, None, block)
+                  for j, col in enumerate(dims)]
     matrix = is_matrix[:, None]
-    m_dim = np.where(matrix, np.maximum(_per_op(shape[..., 0]), 1.0), 0.0)
-    n_dim = np.where(matrix, np.maximum(_per_op(shape[..., 1]), 1.0), 0.0)
-    w_rows = np.flatnonzero(w_r.any(axis=1))
-    kv_rows = np.flatnonzero((kv_r != 0).any(axis=1) | (kv_w != 0).any(axis=1))
+    m_fixed, n_fixed = (np.where(matrix, np.maximum(col[:, None], 1.0), 0.0)
+                        if col.ndim == 1 else None for col in (m_col, n_col))
+
+    # Per-operator bytes, and the rows that have weight, KV-cache, gradient or onchip bytes.
+    r, w = ops.read, ops.written
+    r_any = r.any(axis=0) if r.ndim == 3 else r != 0  # [I, C]
+    w_any = w.any(axis=0) if w.ndim == 3 else w != 0
+    w_rows = np.flatnonzero(r_any[:, W])
+    kv_rows = np.flatnonzero(r_any[:, KV] | w_any[:, KV])
     mixed = np.array(sorted(set(w_rows.tolist()) | set(kv_rows.tolist())), dtype=np.intp)
     w_at, kv_at = np.searchsorted(mixed, w_rows), np.searchsorted(mixed, kv_rows)
-    w_coef, w_m = w_r[w_rows], m_dim[w_rows]
-    kv_r_coef, kv_w_coef, kv_m = kv_r[kv_rows], kv_w[kv_rows], m_dim[kv_rows]
+    onchip_rows = np.flatnonzero(ops.onchip.any(axis=0) if ops.onchip.ndim == 2
+                                 else ops.onchip != 0)
+    a_r = _Field("a_r", r[..., A], None, block)
+    a_w = _Field("a_w", w[..., A], None, block)
+    act_rest = _Field("g", r[..., G] + w[..., G], None, block) \
+        if r_any[:, G].any() or w_any[:, G].any() else None
+    w_coef = _Field("w_r", r[..., W], w_rows, block)
+    kv_r_coef = _Field("kv_r", r[..., KV], kv_rows, block)
+    kv_w_coef = _Field("kv_w", w[..., KV], kv_rows, block)
+    onchip = _Field("onchip", ops.onchip, None if onchip_rows.size == n_ops else onchip_rows,
+                    block)
+    flops = _Field("flops", ops.flops, None, block)
     h_w, h_kv = home["weights"], home["kv_cache"]
     act_home = np.asarray(act_home)
     sides = tile_sides(batch)
     bandwidth = np.ascontiguousarray(batch.bandwidth.T)  # [L, N]
     overhead_on = bool(np.any(batch.op_overhead)) and bool(np.any(ops.launches))
+    launches = _Field("launches", ops.launches, None, block) if overhead_on else None
 
     time = np.empty((n_, n_ops))
     compute = np.empty((n_, n_ops))
     traffic = np.empty((n_, n_ops, lv))
     bound = np.empty((n_, n_ops), dtype=np.int8)
     missing = np.zeros(n_, dtype=bool)
-    block = min(BLOCK, max(n_, 1), max(64, WORK_ELEMENTS // max(n_ops, 1)))
-    work = _scratch("work", (5, n_ops, block + PAD), np.float64)
-    mixed_work = _scratch("mixed", (len(mixed), block + PAD), np.float64)
-    hit_work = _scratch("hit", (n_ops, block + PAD), np.bool_)
-    code_work = _scratch("code", (n_ops, block + PAD), np.int8)
+    work = _scratch("work", 5 * n_ops * block, np.float64)
+    mixed_work = _scratch("mixed", len(mixed) * block, np.float64)
+    w_work = _scratch("w", len(w_rows) * block, np.float64)
+    kv_work = _scratch("kv", len(kv_rows) * block, np.float64)
+    hit_work = _scratch("hit", n_ops * block, np.bool_)
+    code_work = _scratch("code", n_ops * block, np.int8)
 
-    for start in range(0, n_, block):
-        d = slice(start, min(start + block, n_))
+    for d in blocks:
         b = d.stop - d.start
-        out, mem, roof, comp, tmp = work[:, :, :b]
-        hit, code, mixed_out = hit_work[:, :b], code_work[:, :b], mixed_work[:, :b]
+        out, mem, roof, comp, tmp = _rows(work, 5, n_ops, b)
+        hit, code = _rows(hit_work, n_ops, b), _rows(code_work, n_ops, b)
+        mixed_out = _rows(mixed_work, len(mixed), b)
+
+        # The per-design GEMM dimensions of this block (max(dim, 1)); the tile utilization
+        # (computed in `roof`, with `mem` for a second per-design factor), then the
+        # dimensions zeroed for the operators that are not GEMMs.
+        dim_b = [None if f is None else f.at(d) for f in dim_fields]
+        for x in dim_b:
+            if x is not None:
+                np.maximum(x, 1.0, out=x)
+        util = util_fixed
+        if util is None:
+            for j, t in enumerate(tile):
+                f, rows = factors[j], factor_rows[j]
+                if f is None:
+                    f = roof if util is None else mem
+                    np.divide(dim_b[j], t, out=f)
+                    np.ceil(f, out=f)
+                    f *= t
+                    np.divide(dim_b[j], f, out=f)
+                elif not rows.size:
+                    continue  # 1 for every GEMM
+                elif util is roof and 2 * rows.size < n_ops:
+                    roof[rows] *= f[rows]
+                    continue
+                util = f if util is None else np.multiply(util, f, out=roof)
+        for x in dim_b[:2]:
+            if x is not None and vector_rows.size:
+                x[vector_rows] = 0.0
+        m_dim = m_fixed if dim_b[0] is None else dim_b[0]
+        n_dim = n_fixed if dim_b[1] is None else dim_b[1]
+        w_m, kv_m = m_dim[w_rows], m_dim[kv_rows]
 
         # Compute time. A small GEMM runs on whichever engine is faster: the under-used
         # array or the vector units. A chip without vector units has only the array (its
@@ -288,20 +416,21 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         m_rate, v_rate = m_tab[:, d], v_tab[:, d]
         if rate_row is not None:
             m_rate, v_rate = m_rate[rate_row], v_rate[rate_row]
-        np.multiply(m_rate, _cols(util, d), out=comp)
+        np.multiply(m_rate, util, out=comp)
         if batch.vector_peak:
             np.maximum(comp, v_rate, out=comp)
         if vector_rows.size:
             comp[vector_rows] = v_rate[vector_rows] if rate_row is not None else v_rate
-        np.divide(_cols(flops, d), comp, out=comp)
+        flops_b = flops.at(d)
+        np.divide(flops_b, comp, out=comp)
         with np.errstate(divide="ignore", invalid="ignore"):
             if dequant_rows.size:
-                comp[dequant_rows] += _cols(dequant, d) / fp32_vector[d]
+                comp[dequant_rows] += dequant.at(d) / fp32_vector[d]
             zero = 0.0 / fp32_vector[d]  # no dequantization work at a missing fp32 rate: NaN
             if np.isnan(zero).any():
                 comp[plain_rows] += zero
         if not np.isfinite(comp).all():
-            missing[d] = np.any(np.isnan(comp) & (_cols(flops, d) > 0), axis=0)
+            missing[d] = np.any(np.isnan(comp) & (flops_b > 0), axis=0)
             np.nan_to_num(comp, copy=False, nan=np.inf)
         compute[d] = comp.T
 
@@ -310,42 +439,77 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         # then the innermost level) is kept by letting a term replace the running maximum
         # when it is at least as large.
         act_at = act_home[d]
-        act_lo, act_hi = int(act_at.min(initial=0)), int(act_at.max(initial=-1))
+        act_lo, act_hi = (int(act_at.min()), int(act_at.max())) if act_at.size else (0, -1)
         act_at = act_at.T
+        a_r_b, a_w_b = a_r.at(d), a_w.at(d)
+        rest_b = None if act_rest is None else act_rest.at(d)
+        w_b, kv_r_b, kv_w_b = w_coef.at(d), kv_r_coef.at(d), kv_w_coef.at(d)
         through_w = _Through(h_w[d], w_rows)
         through_kv = _Through(h_kv[d], kv_rows)
+        above: tuple[Side, Side] | None = None  # the tile sides at the level above
         for level in reversed(range(lv)):
             side_a, side_b = sides[level]
             if isinstance(side_a, np.ndarray):
                 side_a, side_b = side_a[d], side_b[d]
-            if level > act_hi:
-                out.fill(0.0)
-            else:
-                act = _cols(a_r, d) * crossings(_cols(n_dim, d), side_a)
-                act += _cols(a_w, d)
-                act += _cols(act_rest, d)
-                if level > act_lo:  # only where the activations live at this level or beyond
-                    np.multiply(act, np.greater_equal(act_at, level, out=hit), out=out)
+            new_w = w_rows.size > 0 and through_w.add(level)
+            new_kv = kv_rows.size > 0 and through_kv.add(level)
+            same_act = above is not None and (level < act_lo or level > act_hi) \
+                and _same_side(side_a, above[0])
+            same_mixed = above is not None and not (new_w or new_kv) \
+                and _same_side(side_b, above[1])
+            if not (same_act and same_mixed):  # else: the bytes of the level above, in out
+                if level > act_hi:
+                    out.fill(0.0)
                 else:
-                    np.copyto(out, act)
-            if mixed.size:
-                # (W_r rb) through_w + (KV_r rb) through_kv + KV_w through_kv, in that
-                # order, for the operators that have such bytes; then + the activations'.
-                if 0 < w_rows.size < mixed.size:  # KV-only operators start from 0
-                    mixed_out.fill(0.0)
-                if w_rows.size:
-                    mixed_out[w_at] = (_cols(w_coef, d) * crossings(_cols(w_m, d), side_b)) \
-                        * through_w.at(level)
-                if kv_rows.size:
-                    t_kv = through_kv.at(level)
-                    part = (_cols(kv_r_coef, d) * crossings(_cols(kv_m, d), side_b)) * t_kv
-                    if w_rows.size:
-                        part += mixed_out[kv_at]
-                    part += _cols(kv_w_coef, d) * t_kv
-                    mixed_out[kv_at] = part
-                out[mixed] += mixed_out
-            if level == 0:
-                out += _cols(onchip, d)
+                    ra = crossings(n_dim, side_a)
+                    parts = (a_r_b, ra, a_w_b) if rest_b is None else (a_r_b, ra, a_w_b, rest_b)
+                    if all(p.shape[1] == 1 for p in parts):  # per operator: [I, 1]
+                        act = a_r_b * ra
+                        act += a_w_b
+                        if rest_b is not None:
+                            act += rest_b
+                        if level > act_lo:  # only where the activations live at l or beyond
+                            np.multiply(act, np.greater_equal(act_at, level, out=hit), out=out)
+                        else:
+                            np.copyto(out, act)
+                    else:
+                        np.multiply(a_r_b, ra, out=out)
+                        out += a_w_b
+                        if rest_b is not None:
+                            out += rest_b
+                        if level > act_lo:
+                            out *= np.greater_equal(act_at, level, out=hit)
+                if mixed.size:
+                    if not same_mixed:
+                        # (W_r rb) through_w + (KV_r rb) through_kv + KV_w through_kv, in
+                        # that order, for the operators that have such bytes.
+                        if 0 < w_rows.size < mixed.size:  # KV-only operators start from 0
+                            mixed_out.fill(0.0)
+                        # (x the share is skipped where it is 1 for every operator: exact)
+                        if w_rows.size:
+                            part = mixed_out if w_rows.size == mixed.size \
+                                else _rows(w_work, len(w_rows), b)
+                            np.multiply(w_b, crossings(w_m, side_b), out=part)
+                            if not through_w.ones():
+                                part *= through_w.value
+                            if part is not mixed_out:
+                                mixed_out[w_at] = part
+                        if kv_rows.size:
+                            part = _rows(kv_work, len(kv_rows), b)
+                            np.multiply(kv_r_b, crossings(kv_m, side_b), out=part)
+                            t_kv = None if through_kv.ones() else through_kv.value
+                            if t_kv is not None:
+                                part *= t_kv
+                            if w_rows.size:
+                                part += mixed_out[kv_at]
+                            part += kv_w_b if t_kv is None else kv_w_b * t_kv
+                            mixed_out[kv_at] = part
+                    out[mixed] += mixed_out
+            if level == 0 and onchip_rows.size:
+                if onchip_rows.size == n_ops:
+                    out += onchip.at(d)
+                else:
+                    out[onchip_rows] += onchip.at(d)
             traffic[d, :, level] = out.T
             np.divide(out, bandwidth[level, d], out=mem)
             if level == lv - 1:
@@ -355,11 +519,12 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
                 np.greater_equal(mem, roof, out=hit)
                 np.copyto(code, level + 1, where=hit)
                 np.fmax(roof, mem, out=roof)
+            above = (side_a, side_b)
         np.greater_equal(comp, roof, out=hit)
         np.copyto(code, 0, where=hit)
         np.fmax(roof, comp, out=roof)
-        if overhead_on:  # the fixed cost per launch, when it exceeds every roofline term
-            overhead = np.multiply(_cols(launches, d), batch.op_overhead[d], out=tmp)
+        if launches is not None:  # the fixed cost per launch, when it exceeds every term
+            overhead = np.multiply(launches.at(d), batch.op_overhead[d], out=tmp)
             np.greater(overhead, roof, out=hit)
             np.copyto(code, -1, where=hit)
             roof += overhead
@@ -371,20 +536,32 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
 
 class _Through:
     """Share of one tensor class stored at level l or beyond, for the operators `rows` of a
-    block of designs, accumulated from the outermost level inwards: [k, B], or [1, B] when
-    the homes are the same for every operator."""
+    block of designs, accumulated from the outermost level inwards (`add`, then `value`):
+    [k, B], or [1, B] when the homes are the same for every operator."""
 
     def __init__(self, home: np.ndarray, rows: np.ndarray):
         self.home = home if home.ndim == 3 else home[:, None, :]
         self.rows = slice(0, 1) if self.home.shape[1] == 1 else rows
         self.value = np.empty((1 if self.home.shape[1] == 1 else len(rows), len(home)))
         self.first = True
+        self._ones: bool | None = None
 
-    def at(self, level: int) -> np.ndarray:
+    def ones(self) -> bool:
+        """Whether the value is 1 everywhere (the whole class stored at l or beyond)."""
+        if self._ones is None:
+            self._ones = bool((self.value == 1.0).all())
+        return self._ones
+
+    def add(self, level: int) -> bool:
+        """Add the share stored at `level`; whether it changed the value (the first level
+        always does)."""
         share = self.home[:, self.rows, level].T
         if self.first:
             np.copyto(self.value, share)
             self.first = False
-        else:
+        elif share.any():
             self.value += share
-        return self.value
+        else:
+            return False
+        self._ones = None
+        return True

@@ -220,28 +220,105 @@ def _same_side(a: Side, b: Side) -> bool:
 
 
 class _Field:
-    """An operator quantity, [I] or [N, I], for the operators `rows` (None: all) on a block
-    of designs: [k, 1] when it is per operator, else [k, B] copied into a work array of this
+    """An operator quantity, [I] or [N, I], on a block of designs, for the operators `rows`
+    (None: all): [k, 1] when it is per operator, else [k, B] copied into a work array of this
     thread (one strided read per block; every level then reads contiguous rows)."""
 
-    def __init__(self, name: str, a: np.ndarray, rows: np.ndarray | None, block: int):
-        self.per_design = a.ndim == 2
-        if not self.per_design:
-            self.value = (a if rows is None else a[rows])[:, None]
-            return
-        self.src, self.rows = a, rows
-        self.k = a.shape[1] if rows is None else len(rows)
-        self.work = _scratch(name, self.k * block, a.dtype)
+    def __init__(self, name: str, a: np.ndarray, block: int):
+        self.a = a
+        if a.ndim == 2:
+            self.work = _scratch(name, a.shape[1] * block, a.dtype)
 
-    def at(self, designs: slice) -> np.ndarray:
-        if not self.per_design:
-            return self.value
-        src = self.src[designs]
-        if self.rows is not None:
-            src = src[:, self.rows]
-        out = _rows(self.work, self.k, designs.stop - designs.start)
+    def at(self, designs: slice, rows: np.ndarray | None = None) -> np.ndarray:
+        a = self.a
+        if a.ndim == 1:
+            return (a if rows is None else a[rows])[:, None]
+        src = a[designs]
+        if rows is not None and len(rows) < a.shape[1]:
+            src = src[:, rows]
+        out = _rows(self.work, src.shape[1], designs.stop - designs.start)
         np.copyto(out, src.T)
         return out
+
+
+@dataclass(frozen=True)
+class _Classes:
+    """The operators (rows) that have weight, KV-cache and gradient bytes, over all designs or
+    over a block of them: the weight and KV-cache terms are computed for those rows only
+    (`mixed`: either; w_at, kv_at: their positions in it)."""
+
+    w: np.ndarray
+    kv: np.ndarray
+    mixed: np.ndarray
+    w_at: np.ndarray
+    kv_at: np.ndarray
+    gradients: bool
+
+    @classmethod
+    def of(cls, read: np.ndarray, written: np.ndarray) -> _Classes:
+        """From the bytes, [I, C] or [B, I, C] (any design)."""
+        r = read.any(axis=0) if read.ndim == 3 else read != 0
+        w = written.any(axis=0) if written.ndim == 3 else written != 0
+        w_rows, kv_rows = np.flatnonzero(r[:, W]), np.flatnonzero(r[:, KV] | w[:, KV])
+        mixed = np.union1d(w_rows, kv_rows).astype(np.intp)
+        return cls(w=w_rows, kv=kv_rows, mixed=mixed, w_at=np.searchsorted(mixed, w_rows),
+                   kv_at=np.searchsorted(mixed, kv_rows),
+                   gradients=bool(r[:, G].any() or w[:, G].any()))
+
+
+@dataclass(frozen=True)
+class _Gemms:
+    """The GEMM dimensions m, n, k over all designs or over a block of them: those the same
+    for every design as [I] (`fixed`, None where they differ), their tile-utilization factors
+    dim / (ceil(dim / t) * t) as [I, 1] (None where they differ; the product of all when
+    none does: `util`) and the rows where a factor is not 1 (only the GEMMs' matter: the
+    others run on the vector units, and x 1 is exact); max(dim, 1) of the GEMMs, 0 elsewhere
+    (read once), of m and n where fixed; the dequantization FLOPs of the rows `dequant`."""
+
+    fixed: list[np.ndarray | None]
+    factors: list[np.ndarray | None]
+    factor_rows: list[np.ndarray | None]
+    util: np.ndarray | None
+    m_dim: np.ndarray | None
+    n_dim: np.ndarray | None
+    dequant: np.ndarray  # [kq, 1] or [kq, B]
+
+    @classmethod
+    def of(cls, shape: np.ndarray, tile: tuple[int, int, int] | None, is_matrix: np.ndarray,
+           slots: np.ndarray) -> _Gemms:
+        """From the shapes, [I, 4] or [B, I, 4]."""
+        if shape.ndim == 2:
+            fixed: list[np.ndarray | None] = [shape[:, j] for j in range(3)]
+        else:
+            # The first designs first (most columns that differ do so there), then all.
+            same = (shape[:8] == shape[:1]).all(axis=0).all(axis=0)  # (axis=(0, 1): slow)
+            if same[:3].any():
+                same &= (shape == shape[:1]).all(axis=0).all(axis=0)
+            fixed = [shape[0, :, j] if same[j] else None for j in range(3)]
+        factors: list[np.ndarray | None] = []
+        for col, t in zip(fixed, tile or (), strict=False):
+            if col is None:
+                factors.append(None)
+            else:
+                dim = np.maximum(col, 1.0)
+                factors.append((dim / (np.ceil(dim / t) * t))[:, None])
+        util = None
+        if all(f is not None for f in factors):
+            util = np.ones((len(is_matrix), 1))
+            for f in factors:
+                util *= f
+        matrix = is_matrix[:, None]
+        m_dim, n_dim = (None if col is None else np.where(matrix, np.maximum(col[:, None], 1.0),
+                                                          0.0) for col in fixed[:2])
+        # Dequantization of weight-only-quantized weights on the vector units, in FLOPs.
+        q = np.flatnonzero(slots)
+        sq = shape[..., q, :]
+        dequant = slots[q] * (sq[..., 1] * sq[..., 2] * np.maximum(sq[..., 3], 1.0)) * 2.0
+        return cls(fixed=fixed, factors=factors,
+                   factor_rows=[None if f is None else np.flatnonzero(is_matrix & (f[:, 0] != 1))
+                                for f in factors],
+                   util=util, m_dim=m_dim, n_dim=n_dim,
+                   dequant=dequant[:, None] if shape.ndim == 2 else dequant.T)
 
 
 def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
@@ -256,18 +333,18 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
 
     Computed for blocks of designs, level by level, on operators x designs arrays updated
     in place; a per-design operator quantity is copied once per block into such an array
-    (`_Field`), a per-operator one broadcasts as [I, 1], and so does a shape column that is
-    the same for every design. The bytes crossing level l are
+    (`_Field`), a per-operator one broadcasts as [I, 1], and so does a GEMM dimension that
+    is the same for every design of the block (`_Gemms`). The bytes crossing level l are
         (W_r rb_l) through_w_l + (KV_r rb_l) through_kv_l + KV_w through_kv_l
         + (A_r ra_l + A_w + G_r + G_w) [act_home >= l]  (+ onchip at level 0)
-    with rb_l, ra_l the crossings of each GEMM's B and A operand (`crossings`; per operator
-    only where every design has the same tile side at l and the GEMM's dimensions are per
-    operator) and through_l the share stored at level l or beyond; the weight and KV-cache
-    terms are computed for the operators that have such bytes only, the gradient term
-    where there are gradients, onchip for the operators that have it. A level whose terms
-    all equal the level's above (same tile sides, no share stored there, the same
-    activation mask) reuses its bytes. The running maximum of compute and bytes /
-    bandwidth is the roof, the first largest term the bound."""
+    with rb_l, ra_l the crossings of each GEMM's B and A operand (`crossings`) and
+    through_l the share stored at level l or beyond; the weight and KV-cache terms are
+    computed for the operators that have such bytes only (`_Classes`, per block where the
+    bytes are per design), the gradient term where there are gradients, onchip for the
+    operators that have it. A level whose terms all equal the level's above (same tile
+    sides, no share stored there, the same activation mask) reuses its bytes. The running
+    maximum of compute and bytes / bandwidth is the roof, the first largest term the
+    bound."""
     n_, lv = batch.n, batch.levels
     n_ops = len(ops.kind)
     kinds, dtypes, wdtypes = ops.kind.tolist(), ops.dtype.tolist(), ops.wdtype.tolist()
@@ -284,83 +361,31 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     fp32_vector = np.where(np.isnan(fp32_vector), v_tab.min(axis=0) if v_tab.size else np.nan,
                            fp32_vector)
     vector_rows = np.flatnonzero(~is_matrix)
-
-    # The GEMM dimensions m, n, k and the batch count: [I], or [N, I] where they differ by
-    # design (typically m only, with a per-design batch).
-    shape = ops.shape
-    m_col, n_col, k_col, count_col = (shape[..., j] for j in range(4))
-    if shape.ndim == 3 and n_:
-        # Which are the same for every design: the first designs first (most columns that
-        # differ do so there), then one pass over all.
-        same = (shape[:8] == shape[:1]).all(axis=0).all(axis=0)  # (all over (0, 1): slow)
-        if same[:3].any():
-            same &= (shape == shape[:1]).all(axis=0).all(axis=0)
-        m_col, n_col, k_col = (c[0] if same[j] else c
-                               for j, c in enumerate((m_col, n_col, k_col)))
-    dims = (m_col, n_col, k_col)
-
-    # Dequantization of weight-only-quantized weights on the vector units, in FLOPs.
     slots = np.array([DEQUANT_SLOTS.get(wd, 0.0) if m and d not in ("int8", "int4") else 0.0
                       for wd, d, m in zip(wdtypes, dtypes, is_matrix.tolist(), strict=True)])
     dequant_rows = np.flatnonzero(slots)
     plain_rows = np.flatnonzero(slots == 0)
-    q = dequant_rows
-    dequant = _Field("dequant", slots[q] * (n_col[..., q] * k_col[..., q]
-                                            * np.maximum(count_col[..., q], 1.0)) * 2.0,
-                     None, block)
 
-    # Tile utilization prod(dim / (ceil(dim / t) * t)): the factor of a per-operator
-    # dimension as [I, 1], None for one computed per block; their product when all are per
-    # operator. Only the GEMMs' matter (the others run on the vector units): a per-operator
-    # factor multiplies those rows where it is not 1 (x 1 is exact). Then max(dim, 1) of the
-    # GEMMs (0 elsewhere: read once), for the crossings.
+    # What is the same for every design is worked out once; the rest per block (it reads
+    # the block's bytes and shapes, which its copies then find in the caches).
     tile = batch.tile
-    factors: list[np.ndarray | None] = []
-    for col, t in zip(dims, tile or (), strict=False):
-        if col.ndim == 1:
-            dim = np.maximum(col, 1.0)
-            factors.append((dim / (np.ceil(dim / t) * t))[:, None])
-        else:
-            factors.append(None)
-    factor_rows = [None if f is None else np.flatnonzero(is_matrix & (f[:, 0] != 1.0))
-                   for f in factors]
-    util_fixed = None
-    if all(f is not None for f in factors):
-        util_fixed = np.ones((n_ops, 1))
-        for f in factors:
-            util_fixed *= f
-    dim_fields = [None if col.ndim == 1 else _Field(f"dim{j}", col, None, block)
-                  for j, col in enumerate(dims)]
-    matrix = is_matrix[:, None]
-    m_fixed, n_fixed = (np.where(matrix, np.maximum(col[:, None], 1.0), 0.0)
-                        if col.ndim == 1 else None for col in (m_col, n_col))
-
-    # Per-operator bytes, and the rows that have weight, KV-cache, gradient or onchip bytes.
-    r, w = ops.read, ops.written
-    r_any = r.any(axis=0) if r.ndim == 3 else r != 0  # [I, C]
-    w_any = w.any(axis=0) if w.ndim == 3 else w != 0
-    w_rows = np.flatnonzero(r_any[:, W])
-    kv_rows = np.flatnonzero(r_any[:, KV] | w_any[:, KV])
-    mixed = np.array(sorted(set(w_rows.tolist()) | set(kv_rows.tolist())), dtype=np.intp)
-    w_at, kv_at = np.searchsorted(mixed, w_rows), np.searchsorted(mixed, kv_rows)
-    onchip_rows = np.flatnonzero(ops.onchip.any(axis=0) if ops.onchip.ndim == 2
-                                 else ops.onchip != 0)
-    a_r = _Field("a_r", r[..., A], None, block)
-    a_w = _Field("a_w", w[..., A], None, block)
-    act_rest = _Field("g", r[..., G] + w[..., G], None, block) \
-        if r_any[:, G].any() or w_any[:, G].any() else None
-    w_coef = _Field("w_r", r[..., W], w_rows, block)
-    kv_r_coef = _Field("kv_r", r[..., KV], kv_rows, block)
-    kv_w_coef = _Field("kv_w", w[..., KV], kv_rows, block)
-    onchip = _Field("onchip", ops.onchip, None if onchip_rows.size == n_ops else onchip_rows,
-                    block)
-    flops = _Field("flops", ops.flops, None, block)
+    shape, r, w = ops.shape, ops.read, ops.written
+    gemms = _Gemms.of(shape, tile, is_matrix, slots) if shape.ndim == 2 else None
+    dim_fields = [_Field(f"dim{j}", shape[..., j], block) for j in range(3)]
+    classes = _Classes.of(r, w) if r.ndim == 2 and w.ndim == 2 else None
+    onchip_rows = None if ops.onchip.ndim == 2 else np.flatnonzero(ops.onchip != 0)
+    flops = _Field("flops", ops.flops, block)
+    a_r, a_w = _Field("a_r", r[..., A], block), _Field("a_w", w[..., A], block)
+    g_r, g_w = _Field("g_r", r[..., G], block), _Field("g_w", w[..., G], block)
+    w_coef = _Field("w_r", r[..., W], block)
+    kv_r_coef, kv_w_coef = _Field("kv_r", r[..., KV], block), _Field("kv_w", w[..., KV], block)
+    onchip = _Field("onchip", ops.onchip, block)
     h_w, h_kv = home["weights"], home["kv_cache"]
     act_home = np.asarray(act_home)
     sides = tile_sides(batch)
     bandwidth = np.ascontiguousarray(batch.bandwidth.T)  # [L, N]
     overhead_on = bool(np.any(batch.op_overhead)) and bool(np.any(ops.launches))
-    launches = _Field("launches", ops.launches, None, block) if overhead_on else None
+    launches = _Field("launches", ops.launches, block)
 
     time = np.empty((n_, n_ops))
     compute = np.empty((n_, n_ops))
@@ -368,9 +393,9 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     bound = np.empty((n_, n_ops), dtype=np.int8)
     missing = np.zeros(n_, dtype=bool)
     work = _scratch("work", 5 * n_ops * block, np.float64)
-    mixed_work = _scratch("mixed", len(mixed) * block, np.float64)
-    w_work = _scratch("w", len(w_rows) * block, np.float64)
-    kv_work = _scratch("kv", len(kv_rows) * block, np.float64)
+    mixed_work = _scratch("mixed", n_ops * block, np.float64)
+    w_work = _scratch("w", n_ops * block, np.float64)
+    kv_work = _scratch("kv", n_ops * block, np.float64)
     hit_work = _scratch("hit", n_ops * block, np.bool_)
     code_work = _scratch("code", n_ops * block, np.int8)
 
@@ -378,19 +403,25 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         b = d.stop - d.start
         out, mem, roof, comp, tmp = _rows(work, 5, n_ops, b)
         hit, code = _rows(hit_work, n_ops, b), _rows(code_work, n_ops, b)
+        gm = gemms or _Gemms.of(shape[d], tile, is_matrix, slots)
+        cl = classes or _Classes.of(r[d] if r.ndim == 3 else r, w[d] if w.ndim == 3 else w)
+        w_rows, kv_rows, mixed, w_at, kv_at = cl.w, cl.kv, cl.mixed, cl.w_at, cl.kv_at
         mixed_out = _rows(mixed_work, len(mixed), b)
+        on_rows = onchip_rows if onchip_rows is not None \
+            else np.flatnonzero(ops.onchip[d].any(axis=0))
 
         # The per-design GEMM dimensions of this block (max(dim, 1)); the tile utilization
         # (computed in `roof`, with `mem` for a second per-design factor), then the
         # dimensions zeroed for the operators that are not GEMMs.
-        dim_b = [None if f is None else f.at(d) for f in dim_fields]
+        dim_b = [None if col is not None else f.at(d)
+                 for col, f in zip(gm.fixed, dim_fields, strict=True)]
         for x in dim_b:
             if x is not None:
                 np.maximum(x, 1.0, out=x)
-        util = util_fixed
+        util = gm.util
         if util is None:
             for j, t in enumerate(tile):
-                f, rows = factors[j], factor_rows[j]
+                f, rows = gm.factors[j], gm.factor_rows[j]
                 if f is None:
                     f = roof if util is None else mem
                     np.divide(dim_b[j], t, out=f)
@@ -406,8 +437,8 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         for x in dim_b[:2]:
             if x is not None and vector_rows.size:
                 x[vector_rows] = 0.0
-        m_dim = m_fixed if dim_b[0] is None else dim_b[0]
-        n_dim = n_fixed if dim_b[1] is None else dim_b[1]
+        m_dim = gm.m_dim if dim_b[0] is None else dim_b[0]
+        n_dim = gm.n_dim if dim_b[1] is None else dim_b[1]
         w_m, kv_m = m_dim[w_rows], m_dim[kv_rows]
 
         # Compute time. A small GEMM runs on whichever engine is faster: the under-used
@@ -425,7 +456,7 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         np.divide(flops_b, comp, out=comp)
         with np.errstate(divide="ignore", invalid="ignore"):
             if dequant_rows.size:
-                comp[dequant_rows] += dequant.at(d) / fp32_vector[d]
+                comp[dequant_rows] += gm.dequant / fp32_vector[d]
             zero = 0.0 / fp32_vector[d]  # no dequantization work at a missing fp32 rate: NaN
             if np.isnan(zero).any():
                 comp[plain_rows] += zero
@@ -442,8 +473,9 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         act_lo, act_hi = (int(act_at.min()), int(act_at.max())) if act_at.size else (0, -1)
         act_at = act_at.T
         a_r_b, a_w_b = a_r.at(d), a_w.at(d)
-        rest_b = None if act_rest is None else act_rest.at(d)
-        w_b, kv_r_b, kv_w_b = w_coef.at(d), kv_r_coef.at(d), kv_w_coef.at(d)
+        rest_b = g_r.at(d) + g_w.at(d) if cl.gradients else None
+        w_b = w_coef.at(d, w_rows)
+        kv_r_b, kv_w_b = kv_r_coef.at(d, kv_rows), kv_w_coef.at(d, kv_rows)
         through_w = _Through(h_w[d], w_rows)
         through_kv = _Through(h_kv[d], kv_rows)
         above: tuple[Side, Side] | None = None  # the tile sides at the level above
@@ -505,11 +537,11 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
                             part += kv_w_b if t_kv is None else kv_w_b * t_kv
                             mixed_out[kv_at] = part
                     out[mixed] += mixed_out
-            if level == 0 and onchip_rows.size:
-                if onchip_rows.size == n_ops:
+            if level == 0 and on_rows.size:
+                if on_rows.size == n_ops:
                     out += onchip.at(d)
                 else:
-                    out[onchip_rows] += onchip.at(d)
+                    out[on_rows] += onchip.at(d, on_rows)
             traffic[d, :, level] = out.T
             np.divide(out, bandwidth[level, d], out=mem)
             if level == lv - 1:
@@ -523,7 +555,7 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         np.greater_equal(comp, roof, out=hit)
         np.copyto(code, 0, where=hit)
         np.fmax(roof, comp, out=roof)
-        if launches is not None:  # the fixed cost per launch, when it exceeds every term
+        if overhead_on:  # the fixed cost per launch, when it exceeds every term
             overhead = np.multiply(launches.at(d), batch.op_overhead[d], out=tmp)
             np.greater(overhead, roof, out=hit)
             np.copyto(code, -1, where=hit)

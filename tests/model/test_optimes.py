@@ -30,6 +30,7 @@ from dse.model.performance import (
 from dse.workloads.optable import MATRIX_KINDS
 
 EVALUATE = importlib.import_module("dse.model.evaluate")
+PERFORMANCE = importlib.import_module("dse.model.performance")
 
 
 # --- frozen reference ---------------------------------------------------------------------
@@ -384,6 +385,35 @@ def test_serve_max_matches_reference(chip, workload):
     assert ops.flops.ndim == 2 and ops.shape.ndim == 3
     assert len(np.unique(ops.flops, axis=0)) > 100  # the designs do run different operators
     _assert_same(op_times(*inputs), _reference_per_design(inputs))
+
+
+@pytest.fixture(scope="module")
+def serve_inputs():
+    return _capture_serve_max("h100-sxm", "llama3-8b", 200)
+
+
+def test_serve_max_in_blocks(serve_inputs, monkeypatch):
+    """Blocks of designs that differ in which operators have weight, KV-cache, gradient and
+    onchip bytes, and in which GEMM dimensions are the same for all their designs: each block
+    works them out for itself."""
+    monkeypatch.setattr(PERFORMANCE, "BLOCK", 64)  # 200 designs: 4 blocks of 50
+    batch, ops, home, act_home = serve_inputs
+    n = batch.n
+    names = ops.name.tolist()
+    first = np.arange(n) < 75  # the first block and half the second
+    read, written, onchip = ops.read.copy(), ops.written.copy(), ops.onchip.copy()
+    read[first, names.index("q_proj"), W] = 0.0  # weights from the second block on
+    written[~first, names.index("k_proj"), KV] = 0.0  # KV-cache writes in the first two
+    read[first, names.index("attn_norm"), G] = 1e6  # gradients in the first two
+    written[~first, names.index("ffn_norm"), G] = 2e6  # and in the last two
+    onchip[first] = 0.0  # onchip bytes from the second block on
+    shape = ops.shape.copy()
+    shape[first, names.index("o_proj"), 1] += 3.0  # n per design in the first two blocks
+    shape[~first, names.index("up_proj"), 2] += 5.0  # k per design in the last two
+    inputs = (batch, dataclasses.replace(ops, read=read, written=written, onchip=onchip,
+                                         shape=shape), home, act_home)
+    _assert_same(op_times(*inputs), _reference_per_design(inputs))
+    _assert_same(op_times(*serve_inputs), _reference_per_design(serve_inputs))
 
 
 def test_every_shape_column_per_design(prefill_inputs):

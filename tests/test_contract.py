@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import dse
 from dse.check import check_file
-from dse.model.evaluate import LATENCY_PHASES
+from dse.model.stages import LATENCY_PHASES
 from dse.report.hardware_view import vocabulary_rows
 from dse.spec.load import library_dir, library_names, load_design
 from dse.spec.vocabulary import canonical

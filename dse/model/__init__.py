@@ -1,7 +1,8 @@
 """The performance model: pure numpy, vectorized over a batch of designs, no I/O."""
 
 from dse.model.batch import DesignBatch, design_batch
-from dse.model.evaluate import METRICS, Evaluation, evaluate
+from dse.model.evaluate import Evaluation, evaluate
 from dse.model.execution import Execution
+from dse.model.stages import METRICS
 
 __all__ = ["METRICS", "DesignBatch", "Evaluation", "Execution", "design_batch", "evaluate"]

@@ -65,6 +65,20 @@ class DesignBatch:
     def levels(self) -> int:
         return len(self.level_names)
 
+    def take(self, idx: np.ndarray) -> DesignBatch:
+        """The designs at `idx` of this batch (repeats allowed)."""
+        fields = {}
+        for name in self.__dataclass_fields__:
+            v = getattr(self, name)
+            if isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == self.n \
+                    and name not in ("resident", "per_unit"):
+                v = v[idx]
+            elif isinstance(v, dict):
+                v = {key: a[idx] for key, a in v.items()}
+            fields[name] = v
+        fields["n"] = len(idx)
+        return DesignBatch(**fields)
+
     @property
     def resident_capacity(self) -> np.ndarray:
         """[N, L] bytes each level can hold across steps (0 for caches and scratch)."""

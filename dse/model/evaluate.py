@@ -42,30 +42,32 @@ from dse.errors import DseError
 from dse.model.area import PADDING, area
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.execution import Execution
-from dse.model.parallel import chip_ops, collective_times, collective_volume, resident_split
-from dse.model.performance import A, ChipOps, G, OpTimes, op_times
-from dse.model.placement import WORKSPACE, Footprint, Placement, cached_level, place
+from dse.model.parallel import chip_ops, collective_times
+from dse.model.performance import op_times
+from dse.model.placement import WORKSPACE, Footprint, Placement, place
 from dse.model.power import StepEnergy, chip_power, step_energy
+from dse.model.stages import (
+    LATENCY_PHASES,
+    Step,
+    access,
+    activation_bytes,
+    fit_text,
+    footprint,
+    phase_metrics,
+    step,
+)
 from dse.spec.hardware import HardwareSpec
 from dse.spec.technology import TechSpec
 from dse.spec.workload import Scenario, WorkloadSpec
 from dse.workloads import execution_issues, lower, resolve_scenario
-from dse.workloads.optable import CLASSES, PLACED_CLASSES, Facts, OpTable
+from dse.workloads.optable import CLASSES
 
-METRICS = ("latency_s", "ttft_s", "decode_tokens_per_s", "output_tokens_per_s",
-           "samples_per_s", "achieved_flop_per_s", "tokens_per_s_per_chip")
-# With a process node (evaluate(..., tech=...)): power per chip, energy per generated token
-# (decode, serve) or per prompt token (prefill), per sample (inference), per step (all), and
-# the modelled die area.
 POWER_METRICS = ("power_w", "energy_per_token_j", "energy_per_sample_j", "energy_per_step_j",
                  "area_mm2")
 _TIME_METRICS = ("latency_s", "ttft_s")
-LATENCY_PHASES = ("gemm", "prefill", "decode")
-# Bound codes of an operator: 0 compute, 1 + l memory level l, and these two.
-OVERHEAD, INTERCONNECT = -1, -2
 # batch best: candidate batches per design, geometric from 1 to the most that fit, then a
 # second, linear pass between the neighbours of the best one. Throughput is flat near its
-# maximum, so two passes of 12 find it to well under 1% (tests/model/test_batch_best.py).
+# maximum, so two passes of 12 find it within 1% of a fine grid (tests/model/test_pipeline.py).
 BEST_CANDIDATES = 12
 
 
@@ -154,36 +156,6 @@ class Evaluation:
                 "bound": str(bound[j]),
             })
         return sorted(out, key=lambda r: -r["time_s"])
-
-
-@dataclass(frozen=True)
-class Access:
-    """Where each class's accesses are served: `home[c]` [N, L] or [N, I, L] (share of class
-    c read at each level; differs from the bytes stored when a cache holds a decode working
-    set), `act_home` [N, I] the level each operator's activations live in."""
-
-    home: dict[str, np.ndarray]
-    act_home: np.ndarray
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step of one replica: per-operator and per-collective arrays over [N, J]."""
-
-    ops: ChipOps
-    names: np.ndarray  # [J]
-    precision: np.ndarray  # [J] compute precision ("" for collectives)
-    matrix: np.ndarray  # [J] bool: runs on the matrix engines
-    link_bytes: np.ndarray  # [J] or [N, J] bytes each chip sends per instance
-    count: np.ndarray  # [N, J]
-    flops: np.ndarray  # [N, J]
-    traffic: np.ndarray  # [N, I, L] of the operators (collectives move none through levels)
-    time: np.ndarray  # [N, J] s per instance
-    bound: np.ndarray  # [N, J] int codes
-    total: np.ndarray  # [N] s
-    decode: np.ndarray  # [N] s spent in decode-stage operators and collectives
-    missing_rate: np.ndarray  # [N] bool
-    no_link: np.ndarray  # [N] bool: chips must talk but cannot
 
 
 @dataclass(frozen=True)
@@ -296,7 +268,7 @@ def _best(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
         cand = np.clip(cand, 1.0, most[:, None])
         flat = cand.ravel()
         idx = np.repeat(np.arange(db.n), k)
-        run = _run(_take(db, idx), wl, sc, ex, flat, ex.dp * flat)
+        run = _run(db.take(idx), wl, sc, ex, flat, ex.dp * flat)
         score = np.where(run.feasible & _meets(run.metrics, sc), run.metrics[metric], -1.0)
         score = score.reshape(db.n, k)
         pick = np.argmax(score, axis=1)
@@ -318,125 +290,6 @@ def _meets(metrics: dict[str, np.ndarray], sc: Scenario) -> np.ndarray:
     return per_token <= sc.latency_target
 
 
-def _take(db: DesignBatch, idx: np.ndarray) -> DesignBatch:
-    """The designs at `idx` of a batch (repeats allowed)."""
-    fields = {}
-    for name in db.__dataclass_fields__:
-        v = getattr(db, name)
-        if isinstance(v, np.ndarray) and v.ndim >= 1 and v.shape[0] == db.n \
-                and name not in ("resident", "per_unit"):
-            v = v[idx]
-        elif isinstance(v, dict):
-            v = {key: a[idx] for key, a in v.items()}
-        fields[name] = v
-    fields["n"] = len(idx)
-    return DesignBatch(**fields)
-
-
-def footprint(table: OpTable, ops: ChipOps, ex: Execution,
-              ws: np.ndarray | None = None) -> Footprint:
-    """Bytes per chip of each placed class (stage `footprint`): the lowering's resident
-    bytes of each class over the chips that split it (parallel.resident_split: weights over
-    tp x pp, the KV cache over min(tp, KV heads) x pp), and the workspace, the largest
-    activation working set of one operator instance."""
-    f = table.facts
-    ws = _activation_bytes(ops) if ws is None else ws
-    out = {name: np.asarray(value / resident_split(name, ex, f), dtype=float)
-           for name, value in f.resident.items()}
-    out[WORKSPACE] = ws.max(axis=-1) if ws.shape[-1] else np.zeros(ws.shape[:-1])
-    return Footprint(out)
-
-
-def _activation_bytes(ops: ChipOps) -> np.ndarray:
-    """[I] or [N, I] activation working set of each operator instance (inputs + outputs)."""
-    return ops.read[..., (A, G)].sum(axis=-1) + ops.written[..., (A, G)].sum(axis=-1)
-
-
-def access(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps,
-           ws: np.ndarray | None = None) -> Access:
-    """Where each operator finds its data (stage `access`). Weights and the KV cache are
-    read where they are stored, except that a decode step whose whole working set (weights
-    + KV) fits a shared cache finds it there (placement.cached_level). Activations live in
-    the innermost chip-wide on-chip level that holds an operator's inputs and outputs, else
-    in the first resident level (DRAM, or the SRAM of an SRAM-only chip)."""
-    n, lv = db.n, db.levels
-    cache = cached_level(db, sum((fp[c] for c in PLACED_CLASSES), np.zeros(())))
-    decode = ops.stage == "decode"
-    levels = np.arange(lv)
-
-    def with_cache(share: np.ndarray) -> np.ndarray:
-        moved = np.where(levels[None, :] > cache[:, None], share, 0.0).sum(axis=1)
-        cached = np.where(levels[None, :] > cache[:, None], 0.0, share)
-        cached[np.arange(n), np.maximum(cache, 0)] += moved
-        cached = np.where((cache >= 0)[:, None], cached, share)
-        if not decode.any() or np.all(cache < 0):
-            return share
-        if decode.all():
-            return cached[:, None, :]
-        return np.where(decode[None, :, None], cached[:, None, :], share[:, None, :])
-
-    ws = np.broadcast_to(_activation_bytes(ops) if ws is None else ws, (n, len(ops.name)))
-    first_resident = int(np.argmax(db.resident)) if db.resident.any() else lv - 1
-    dram = [i for i in range(lv) if db.resident[i] and db.level_kinds[i] in ("dram", "host")]
-    fallback = dram[0] if dram else first_resident
-    act_home = np.full((n, len(ops.name)), fallback)
-    for level in reversed(range(lv)):
-        if db.level_kinds[level] in ("cache", "sram") and not db.per_unit[level] \
-                and level < fallback:
-            act_home = np.where(db.capacity[:, level][:, None] >= ws, level, act_home)
-    return Access(home={c: with_cache(placed.share(c)) for c in PLACED_CLASSES},
-                  act_home=act_home)
-
-
-def step(db: DesignBatch, ops: ChipOps, coll, t: OpTimes, t_coll: np.ndarray) -> Step:
-    """Operators and collectives of one step joined (stage `step`): counts, times, bounds
-    and the step's total and decode time per design."""
-    n = db.n
-    nc = len(coll)
-    count = np.concatenate([np.broadcast_to(ops.count, (n, len(ops.name))),
-                            np.broadcast_to(coll.count, (n, nc))], axis=1)
-    time = np.concatenate([t.time, t_coll], axis=1)
-    stage = np.concatenate([ops.stage, coll.stage])
-    per = time * count
-    return Step(
-        ops=ops, names=np.concatenate([ops.name, coll.name]),
-        precision=np.concatenate([ops.dtype.astype(object), np.full(nc, "", dtype=object)]),
-        matrix=np.concatenate([ops.is_matrix, np.zeros(nc, dtype=bool)]),
-        link_bytes=np.concatenate([np.zeros(np.shape(ops.count)), collective_volume(coll)],
-                                  axis=-1) if nc else np.zeros(np.shape(ops.count)),
-        count=count,
-        flops=np.concatenate([np.broadcast_to(ops.flops, (n, len(ops.name))),
-                              np.zeros((n, nc))], axis=1),
-        traffic=t.traffic,
-        time=time,
-        bound=np.concatenate([t.bound, np.full((n, nc), INTERCONNECT)], axis=1),
-        total=per.sum(axis=1), decode=per[:, stage == "decode"].sum(axis=1),
-        missing_rate=t.missing_rate, no_link=~np.all(np.isfinite(t_coll), axis=1))
-
-
-def phase_metrics(f: Facts, st: Step, sequences: np.ndarray | float, chips: int,
-                  total_flops: np.ndarray | float) -> dict[str, np.ndarray]:
-    """Latency and throughput of the phase (stage `metrics`). `sequences`: sequences of the
-    whole system (every replica runs f.batch of them, the last possibly fewer)."""
-    total, n = st.total, len(st.total)
-    s_out, s_in, phase = f.seq_out, f.seq_in, f.phase
-    nan = np.full(n, np.nan)
-    m = {k: nan for k in METRICS}
-    m["latency_s"] = total / s_out if phase == "decode" else total
-    m["achieved_flop_per_s"] = sequences / f.batch * total_flops / total
-    if phase == "prefill":
-        m["ttft_s"] = total
-        m["tokens_per_s_per_chip"] = sequences * s_in / total / chips
-    elif phase in ("decode", "serve"):
-        m["decode_tokens_per_s"] = s_out / (st.decode if phase == "serve" else total)
-        m["output_tokens_per_s"] = sequences * s_out / total
-        m["tokens_per_s_per_chip"] = m["output_tokens_per_s"] / chips
-    elif phase == "inference":
-        m["samples_per_s"] = sequences / total
-        m["tokens_per_s_per_chip"] = sequences * s_in / total / chips
-    return {k: np.broadcast_to(v, (n,)).astype(float) for k, v in m.items()}
-
-
 def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
          batch: np.ndarray | None, sequences: np.ndarray | float,
          target: bool = False) -> Run:
@@ -447,7 +300,7 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     else:
         table = lower(wl, sc, batch=batch)
     ops, coll = chip_ops(table, ex, stages_in_sequence=sc.phase in LATENCY_PHASES)
-    ws = _activation_bytes(ops)
+    ws = activation_bytes(ops)
     fp = footprint(table, ops, ex, ws)
     placed = place(db, fp)
     acc = access(db, placed, fp, ops, ws)
@@ -455,7 +308,7 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
               collective_times(db, coll))
 
     reasons = np.full(db.n, "", dtype=object)
-    reasons = np.where(~placed.feasible, _fit_text(db, fp, placed.short), reasons)
+    reasons = np.where(~placed.feasible, fit_text(db, fp, placed.short), reasons)
     reasons = np.where(st.missing_rate & (reasons == ""),
                        f"no compute rate for precision {sc.precision} on {db.spec.name}",
                        reasons)
@@ -517,16 +370,3 @@ def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: di
     return m, pw.limited, chip_energy, reason, pw.feasible & die.feasible
 
 
-def _fit_text(db: DesignBatch, fp: Footprint, short: np.ndarray) -> np.ndarray:
-    """Why a placement fails, per design ("" where it does not): text only for the designs
-    that need it, so a large batch of feasible designs builds no strings."""
-    gb = lambda v: units.format_quantity(float(v), units.BYTES)  # noqa: E731
-    room = db.resident_capacity.sum(axis=1)
-    parts = {name.replace("_", " ").replace("kv", "KV"): np.broadcast_to(v, (db.n,))
-             for name, v in fp.bytes.items()}
-    out = np.full(db.n, "", dtype=object)
-    for i in np.flatnonzero(short > 0):
-        need = " + ".join(f"{name} {gb(v[i])}" for name, v in parts.items())
-        out[i] = (f"{need} per chip exceed the {gb(room[i])} of memory that can hold them "
-                  f"({gb(short[i])} short)")
-    return out

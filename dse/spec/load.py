@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from dse.errors import Issue, SpecError
-from dse.spec import hardware, technology, workload
+from dse.spec import hardware, hardware_checks, technology, workload
 from dse.spec.messages import issue_at, issues_from, locate
 from dse.spec.types import CLOCK_CONTEXT_KEY
 from dse.spec.yamlpos import LDict, LList, read_yaml
@@ -227,8 +227,8 @@ def hardware_from_data(data: LDict) -> hardware.HardwareSpec:
     """Validate merged hardware data, including the checks that span memory levels."""
     spec = validate(hardware.HardwareSpec, data, _clock_context(data))
     assert isinstance(spec, hardware.HardwareSpec)
-    issues = [issue_at(data, loc, msg) for loc, msg in hardware.hierarchy_issues(spec)]
-    for built_loc, enabled_loc, msg in hardware.as_built_issues(spec):
+    issues = [issue_at(data, loc, msg) for loc, msg in hardware_checks.hierarchy_issues(spec)]
+    for built_loc, enabled_loc, msg in hardware_checks.as_built_issues(spec):
         # Report at the value the top-level file sets (its own line), the as-built one first.
         at = built_loc
         if locate(data, built_loc)[0].file != data.pos.file \

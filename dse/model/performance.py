@@ -259,8 +259,9 @@ class _Classes:
         """From the bytes, [I, C] or [B, I, C] (any design)."""
         r = read.any(axis=0) if read.ndim == 3 else read != 0
         w = written.any(axis=0) if written.ndim == 3 else written != 0
-        w_rows, kv_rows = np.flatnonzero(r[:, W]), np.flatnonzero(r[:, KV] | w[:, KV])
-        mixed = np.union1d(w_rows, kv_rows).astype(np.intp)
+        kv = r[:, KV] | w[:, KV]
+        w_rows, kv_rows, mixed = np.flatnonzero(r[:, W]), np.flatnonzero(kv), \
+            np.flatnonzero(r[:, W] | kv)
         return cls(w=w_rows, kv=kv_rows, mixed=mixed, w_at=np.searchsorted(mixed, w_rows),
                    kv_at=np.searchsorted(mixed, kv_rows),
                    gradients=bool(r[:, G].any() or w[:, G].any()))

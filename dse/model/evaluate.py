@@ -299,7 +299,7 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
         table = lower(wl, sc.model_copy(update={"batch": math.ceil(sc.batch / ex.dp)}))
     else:
         table = lower(wl, sc, batch=batch)
-    ops, coll = chip_ops(table, ex, stages_in_sequence=sc.phase in LATENCY_PHASES)
+    ops, coll = chip_ops(table, ex, stages_in_sequence=sc.phase in LATENCY_PHASES, own=True)
     ws = activation_bytes(ops)
     fp = footprint(table, ops, ex, ws)
     placed = place(db, fp)

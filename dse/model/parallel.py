@@ -125,17 +125,20 @@ def _mask(split: np.ndarray, attr: str) -> np.ndarray:
     return np.array([getattr(SPLITS[s], attr) for s in split], dtype=bool)
 
 
-def chip_ops(table: OpTable, ex: Execution,
-             stages_in_sequence: bool = True) -> tuple[ChipOps, Collectives]:
+def chip_ops(table: OpTable, ex: Execution, stages_in_sequence: bool = True,
+             own: bool = False) -> tuple[ChipOps, Collectives]:
     """The operators one chip runs and the collectives between chips (the `plan` stage).
 
     stages_in_sequence: a step visits every pipeline stage in turn (latency phases: the
     step time is the sum over stages, so layer counts stay whole); otherwise stages work
-    concurrently on different micro-batches (throughput phases: the longest stage's share)."""
+    concurrently on different micro-batches (throughput phases: the longest stage's share).
+    own: the caller hands the table over, so its byte and shape arrays are split in place
+    instead of copied (they are [N, I, C] when the batch differs by design)."""
     tp, pp = ex.tp, ex.pp
     split = table.split
-    read, written = table.read.copy(), table.written.copy()
-    shape = table.shape.copy()
+    coll = _collectives(table, ex, stages_in_sequence)  # of whole tensors: before the split
+    read, written, shape = (a if own else a.copy()
+                            for a in (table.read, table.written, table.shape))
 
     def divide(a: np.ndarray, rows: np.ndarray, by: float = float(tp)) -> None:
         if by != 1.0:
@@ -170,7 +173,7 @@ def chip_ops(table: OpTable, ex: Execution,
     ops = ChipOps(name=table.name, kind=table.kind, stage=table.stage, dtype=table.dtype,
                   wdtype=table.wdtype, count=count, flops=flops,
                   read=read, written=written, onchip=onchip, shape=shape, launches=launches)
-    return ops, _collectives(table, ex, stages_in_sequence)
+    return ops, coll
 
 
 def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Collectives:

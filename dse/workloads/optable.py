@@ -155,14 +155,17 @@ class OpTable:
             design (a quantity the batch does not change stays [I])."""
             if lead is None or all(np.ndim(v) == 0 for v in values):
                 return np.array(values, dtype=float).reshape(len(values))
-            out = np.empty((len(values), *lead))
-            for i, v in enumerate(values):
-                out[i] = v
-            return out.T.copy()
+            return _fill(np.empty((len(values), *lead)), values).T
 
         def per_class(maps: list[dict]) -> np.ndarray:
-            cols = [col([mp.get(c, 0.0) for mp in maps]) for c in TENSOR_CLASSES]
-            return np.stack(np.broadcast_arrays(*cols), axis=-1)
+            """[I, C], or [N, I, C] when some class differs by design."""
+            cols = [[mp.get(c, 0.0) for mp in maps] for c in TENSOR_CLASSES]
+            if lead is None or all(np.ndim(v) == 0 for c in cols for v in c):
+                return np.array(cols, dtype=float).reshape(len(cols), len(maps)).T.copy()
+            out = np.empty((len(cols), len(maps), *lead))
+            for c, values in enumerate(cols):
+                _fill(out[c], values)
+            return out.transpose(2, 1, 0)
 
         return OpTable(
             name=np.array([r.name for r in rows], dtype=object),
@@ -174,9 +177,7 @@ class OpTable:
             flops=col([r.flops for r in rows]),
             read=per_class([r.read for r in rows]),
             written=per_class([r.written for r in rows]),
-            shape=np.stack(np.broadcast_arrays(*(col([getattr(r, d) for r in rows])
-                                                 for d in ("m", "n", "k", "batch"))), axis=-1)
-            if rows else np.zeros((0, 4)),
+            shape=_shape(rows, lead),
             wdtype=np.array([r.wdtype for r in rows], dtype=object),
             split=np.array([r.split for r in rows], dtype=object),
             layer=np.array([r.layer for r in rows], dtype=bool),
@@ -211,6 +212,26 @@ class OpTable:
         """The rows where `mask` is true (a table of one design)."""
         return OpTable(**{f: getattr(self, f)[mask] for f in self.__dataclass_fields__
                           if f != "facts"}, facts=self.facts)
+
+
+def _shape(rows: list[OpRow], lead: tuple[int, ...] | None) -> np.ndarray:
+    """[I, 4] m, n, k, batch per row, or [N, I, 4] (a view of [4, I, N]) per design."""
+    dims = [[getattr(r, d) for r in rows] for d in ("m", "n", "k", "batch")]
+    if lead is None or all(np.ndim(v) == 0 for d in dims for v in d):
+        return np.array(dims, dtype=float).reshape(4, len(rows)).T.copy()
+    out = np.empty((4, len(rows), *lead))
+    for j, values in enumerate(dims):
+        _fill(out[j], values)
+    return out.transpose(2, 1, 0)
+
+
+def _fill(out: np.ndarray, values: list) -> np.ndarray:
+    """Row i of `out` ([I, N], designs contiguous) set to values[i], a number or [N]. The
+    tables hand out the transposed view ([N, I]): building rows costs one contiguous write
+    each, and the model reads designs in blocks along that axis."""
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
 
 
 def _designs(rows: list[OpRow]) -> tuple[int, ...] | None:

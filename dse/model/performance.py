@@ -28,12 +28,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.model.batch import DesignBatch
-from dse.workloads.optable import MATRIX_KINDS, TENSOR_CLASSES
+from dse.workloads.optable import CLASSES, MATRIX_KINDS, TENSOR_CLASSES
 
 _MATRIX = frozenset(MATRIX_KINDS)
 
 W, A, KV, G = (TENSOR_CLASSES.index(c) for c in ("weights", "activations", "kv_cache",
                                                   "gradients"))
+# The tensor classes by how their bytes reach the compute units (optable.CLASSES): placed
+# classes cross level l in the share stored at l or beyond (`home`); the others live with
+# each operator's activations (`act_home`). (column, name, GEMM-operand role) each.
+PLACED_ROLES = tuple((TENSOR_CLASSES.index(c.name), c.name, c.operand) for c in CLASSES
+                     if c.placed)
+TRANSIENT_ROLES = tuple((TENSOR_CLASSES.index(c.name), c.name, c.operand) for c in CLASSES
+                        if not c.placed)
 # Precisions tried, in order, when a chip has no rate at the operator's own precision
 # (e.g. fp8 on an A100 runs as fp16): same width first, then wider.
 FALLBACK = {
@@ -243,28 +250,30 @@ class _Field:
 
 @dataclass(frozen=True)
 class _Classes:
-    """The operators (rows) that have weight, KV-cache and gradient bytes, over all designs or
-    over a block of them: the weight and KV-cache terms are computed for those rows only
-    (`mixed`: either; w_at, kv_at: their positions in it)."""
+    """Which operators (rows) have bytes of each tensor class, over all designs or over a
+    block of them: the term of a placed class is computed for its rows only (`rows[k]`,
+    positions `at[k]` in `mixed`, the rows of any placed class; `writes[k]`: some are
+    written), and a transient class's only where it has bytes (`transient[k]`)."""
 
-    w: np.ndarray
-    kv: np.ndarray
+    rows: tuple[np.ndarray, ...]
+    at: tuple[np.ndarray, ...]
+    writes: tuple[bool, ...]
     mixed: np.ndarray
-    w_at: np.ndarray
-    kv_at: np.ndarray
-    gradients: bool
+    transient: tuple[bool, ...]
 
     @classmethod
     def of(cls, read: np.ndarray, written: np.ndarray) -> _Classes:
         """From the bytes, [I, C] or [B, I, C] (any design)."""
         r = read.any(axis=0) if read.ndim == 3 else read != 0
         w = written.any(axis=0) if written.ndim == 3 else written != 0
-        kv = r[:, KV] | w[:, KV]
-        w_rows, kv_rows, mixed = np.flatnonzero(r[:, W]), np.flatnonzero(kv), \
-            np.flatnonzero(r[:, W] | kv)
-        return cls(w=w_rows, kv=kv_rows, mixed=mixed, w_at=np.searchsorted(mixed, w_rows),
-                   kv_at=np.searchsorted(mixed, kv_rows),
-                   gradients=bool(r[:, G].any() or w[:, G].any()))
+        has = [r[:, c] | w[:, c] for c, _, _ in PLACED_ROLES]
+        mixed = np.flatnonzero(np.logical_or.reduce(has)) if has else np.zeros(0, np.intp)
+        rows = tuple(np.flatnonzero(h) for h in has)
+        return cls(rows=rows, at=tuple(np.searchsorted(mixed, x) for x in rows),
+                   writes=tuple(bool(w[:, c].any()) for c, _, _ in PLACED_ROLES),
+                   mixed=mixed,
+                   transient=tuple(bool(r[:, c].any() or w[:, c].any())
+                                   for c, _, _ in TRANSIENT_ROLES))
 
 
 @dataclass(frozen=True)
@@ -326,7 +335,7 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
              act_home: np.ndarray) -> OpTimes:
     """Time of every operator instance on every design.
 
-    home: per class, [N, L] share stored at each level (weights and kv_cache), or [N, I, L]
+    home: per placed class, [N, L] share stored at each level, or [N, I, L]
     where it differs by operator (a cache that holds the decode working set; [N, 1, L]
     broadcasts); act_home: [N, I] level index where each operator's activations live.
     Operator quantities (flops, read, written, onchip, shape, launches) may be per operator
@@ -336,16 +345,20 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     in place; a per-design operator quantity is copied once per block into such an array
     (`_Field`), a per-operator one broadcasts as [I, 1], and so does a GEMM dimension that
     is the same for every design of the block (`_Gemms`). The bytes crossing level l are
-        (W_r rb_l) through_w_l + (KV_r rb_l) through_kv_l + KV_w through_kv_l
-        + (A_r ra_l + A_w + G_r + G_w) [act_home >= l]  (+ onchip at level 0)
-    with rb_l, ra_l the crossings of each GEMM's B and A operand (`crossings`) and
-    through_l the share stored at level l or beyond; the weight and KV-cache terms are
-    computed for the operators that have such bytes only (`_Classes`, per block where the
-    bytes are per design), the gradient term where there are gradients, onchip for the
-    operators that have it. A level whose terms all equal the level's above (same tile
-    sides, no share stored there, the same activation mask) reuses its bytes. The running
-    maximum of compute and bytes / bandwidth is the roof, the first largest term the
-    bound."""
+
+        sum over placed classes c of (read_c x cross_c,l + written_c) x through_c,l
+        + [act_home >= l] x sum over the other classes of (read x cross_l + written)
+        (+ onchip at level 0)
+
+    with cross_l the crossings of the GEMM operand the class is (`optable.CLASSES`: "b",
+    the weights and KV cache, re-read ceil(M / T_l) times; "a", the activations,
+    ceil(N / T_l); "": once; `crossings`) and through_c,l the share of class c stored at
+    level l or beyond (`home[c]`). A placed class's term is computed for the operators that
+    have its bytes only (`_Classes`, per block where the bytes are per design), a transient
+    class's where it has bytes, onchip for the operators that have it. A level whose terms
+    all equal the level's above (same tile sides, no share stored there, the same
+    activation mask) reuses its bytes. The running maximum of compute and bytes / bandwidth
+    is the roof, the first largest term the bound."""
     n_, lv = batch.n, batch.levels
     n_ops = len(ops.kind)
     kinds, dtypes, wdtypes = ops.kind.tolist(), ops.dtype.tolist(), ops.wdtype.tolist()
@@ -376,12 +389,11 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     classes = _Classes.of(r, w) if r.ndim == 2 and w.ndim == 2 else None
     onchip_rows = None if ops.onchip.ndim == 2 else np.flatnonzero(ops.onchip != 0)
     flops = _Field("flops", ops.flops, block)
-    a_r, a_w = _Field("a_r", r[..., A], block), _Field("a_w", w[..., A], block)
-    g_r, g_w = _Field("g_r", r[..., G], block), _Field("g_w", w[..., G], block)
-    w_coef = _Field("w_r", r[..., W], block)
-    kv_r_coef, kv_w_coef = _Field("kv_r", r[..., KV], block), _Field("kv_w", w[..., KV], block)
+    placed_fields = [(_Field(f"r_{name}", r[..., c], block), _Field(f"w_{name}", w[..., c], block))
+                     for c, name, _ in PLACED_ROLES]
+    transient_fields = [(_Field(f"r_{name}", r[..., c], block),
+                         _Field(f"w_{name}", w[..., c], block)) for c, name, _ in TRANSIENT_ROLES]
     onchip = _Field("onchip", ops.onchip, block)
-    h_w, h_kv = home["weights"], home["kv_cache"]
     act_home = np.asarray(act_home)
     sides = tile_sides(batch)
     bandwidth = np.ascontiguousarray(batch.bandwidth.T)  # [L, N]
@@ -395,8 +407,7 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     missing = np.zeros(n_, dtype=bool)
     work = _scratch("work", 5 * n_ops * block, np.float64)
     mixed_work = _scratch("mixed", n_ops * block, np.float64)
-    w_work = _scratch("w", n_ops * block, np.float64)
-    kv_work = _scratch("kv", n_ops * block, np.float64)
+    part_work = _scratch("part", n_ops * block, np.float64)
     hit_work = _scratch("hit", n_ops * block, np.bool_)
     code_work = _scratch("code", n_ops * block, np.int8)
 
@@ -406,7 +417,7 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         hit, code = _rows(hit_work, n_ops, b), _rows(code_work, n_ops, b)
         gm = gemms or _Gemms.of(shape[d], tile, is_matrix, slots)
         cl = classes or _Classes.of(r[d] if r.ndim == 3 else r, w[d] if w.ndim == 3 else w)
-        w_rows, kv_rows, mixed, w_at, kv_at = cl.w, cl.kv, cl.mixed, cl.w_at, cl.kv_at
+        mixed = cl.mixed
         mixed_out = _rows(mixed_work, len(mixed), b)
         on_rows = onchip_rows if onchip_rows is not None \
             else np.flatnonzero(ops.onchip[d].any(axis=0))
@@ -440,7 +451,9 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
                 x[vector_rows] = 0.0
         m_dim = gm.m_dim if dim_b[0] is None else dim_b[0]
         n_dim = gm.n_dim if dim_b[1] is None else dim_b[1]
-        w_m, kv_m = m_dim[w_rows], m_dim[kv_rows]
+        # GEMM dimension along which each role's operand is re-read: the B operand (weights,
+        # KV cache) once per row of output tiles (M), the A operand once per column (N).
+        role_dim = {"b": m_dim, "a": n_dim}
 
         # Compute time. A small GEMM runs on whichever engine is faster: the under-used
         # array or the vector units. A chip without vector units has only the array (its
@@ -473,70 +486,57 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         act_at = act_home[d]
         act_lo, act_hi = (int(act_at.min()), int(act_at.max())) if act_at.size else (0, -1)
         act_at = act_at.T
-        a_r_b, a_w_b = a_r.at(d), a_w.at(d)
-        rest_b = g_r.at(d) + g_w.at(d) if cl.gradients else None
-        w_b = w_coef.at(d, w_rows)
-        kv_r_b, kv_w_b = kv_r_coef.at(d, kv_rows), kv_w_coef.at(d, kv_rows)
-        through_w = _Through(h_w[d], w_rows)
-        through_kv = _Through(h_kv[d], kv_rows)
+        transient = [(fr.at(d), role, fw.at(d))
+                     for (fr, fw), (_, _, role), has in zip(transient_fields, TRANSIENT_ROLES,
+                                                            cl.transient, strict=True) if has]
+        placed = [(fr.at(d, rows), role_dim[role][rows] if role else None, role,
+                   fw.at(d, rows) if writes else None, _Through(home[name][d], rows), at)
+                  for (fr, fw), (_, name, role), rows, at, writes in zip(
+                      placed_fields, PLACED_ROLES, cl.rows, cl.at, cl.writes, strict=True)
+                  if rows.size]
+        roles = {role for _, _, role, _, _, _ in placed if role}
         above: tuple[Side, Side] | None = None  # the tile sides at the level above
         for level in reversed(range(lv)):
             side_a, side_b = sides[level]
             if isinstance(side_a, np.ndarray):
                 side_a, side_b = side_a[d], side_b[d]
-            new_w = w_rows.size > 0 and through_w.add(level)
-            new_kv = kv_rows.size > 0 and through_kv.add(level)
+            side = {"a": side_a, "b": side_b}
+            new = [through.add(level) for _, _, _, _, through, _ in placed]
             same_act = above is not None and (level < act_lo or level > act_hi) \
                 and _same_side(side_a, above[0])
-            same_mixed = above is not None and not (new_w or new_kv) \
-                and _same_side(side_b, above[1])
+            same_mixed = above is not None and not any(new) and all(
+                _same_side(side[role], above[0 if role == "a" else 1]) for role in roles)
             if not (same_act and same_mixed):  # else: the bytes of the level above, in out
-                if level > act_hi:
+                if level > act_hi or not transient:
                     out.fill(0.0)
                 else:
-                    ra = crossings(n_dim, side_a)
-                    parts = (a_r_b, ra, a_w_b) if rest_b is None else (a_r_b, ra, a_w_b, rest_b)
-                    if all(p.shape[1] == 1 for p in parts):  # per operator: [I, 1]
-                        act = a_r_b * ra
-                        act += a_w_b
-                        if rest_b is not None:
-                            act += rest_b
-                        if level > act_lo:  # only where the activations live at l or beyond
-                            np.multiply(act, np.greater_equal(act_at, level, out=hit), out=out)
-                        else:
-                            np.copyto(out, act)
+                    # sum over the transient classes of read x crossings + written
+                    act = None
+                    for read_b, role, write_b in transient:
+                        term = read_b * crossings(n_dim if role == "a" else m_dim,
+                                                  side[role]) if role else read_b
+                        act = term + write_b if act is None else act + term + write_b
+                    if level > act_lo:  # only where the activations live at l or beyond
+                        np.multiply(act, np.greater_equal(act_at, level, out=hit), out=out)
                     else:
-                        np.multiply(a_r_b, ra, out=out)
-                        out += a_w_b
-                        if rest_b is not None:
-                            out += rest_b
-                        if level > act_lo:
-                            out *= np.greater_equal(act_at, level, out=hit)
+                        np.copyto(out, np.broadcast_to(act, out.shape))
                 if mixed.size:
                     if not same_mixed:
-                        # (W_r rb) through_w + (KV_r rb) through_kv + KV_w through_kv, in
-                        # that order, for the operators that have such bytes.
-                        if 0 < w_rows.size < mixed.size:  # KV-only operators start from 0
-                            mixed_out.fill(0.0)
-                        # (x the share is skipped where it is 1 for every operator: exact)
-                        if w_rows.size:
-                            part = mixed_out if w_rows.size == mixed.size \
-                                else _rows(w_work, len(w_rows), b)
-                            np.multiply(w_b, crossings(w_m, side_b), out=part)
-                            if not through_w.ones():
-                                part *= through_w.value
-                            if part is not mixed_out:
-                                mixed_out[w_at] = part
-                        if kv_rows.size:
-                            part = _rows(kv_work, len(kv_rows), b)
-                            np.multiply(kv_r_b, crossings(kv_m, side_b), out=part)
-                            t_kv = None if through_kv.ones() else through_kv.value
-                            if t_kv is not None:
-                                part *= t_kv
-                            if w_rows.size:
-                                part += mixed_out[kv_at]
-                            part += kv_w_b if t_kv is None else kv_w_b * t_kv
-                            mixed_out[kv_at] = part
+                        # sum over the placed classes of (read x crossings + written) x the
+                        # share stored at l or beyond, for the operators that have such bytes
+                        # (x the share is skipped where it is 1 for every operator: exact).
+                        mixed_out.fill(0.0)
+                        for read_b, dim, role, write_b, through, at in placed:
+                            part = _rows(part_work, len(at), b)
+                            if role:
+                                np.multiply(read_b, crossings(dim, side[role]), out=part)
+                            else:
+                                np.copyto(part, np.broadcast_to(read_b, part.shape))
+                            if write_b is not None:
+                                part += write_b
+                            if not through.ones():
+                                part *= through.value
+                            mixed_out[at] += part
                     out[mixed] += mixed_out
             if level == 0 and on_rows.size:
                 if on_rows.size == n_ops:

@@ -168,8 +168,8 @@ def test_every_split_declares_what_it_divides():
 @pytest.mark.parametrize(("row", "message"), [
     (OpRow("x", "convolution", "other", 1, 1), "unknown kind 'convolution'"),
     (OpRow("x", "gemm", "other", 1, 1, split="diagonal"), "unknown split 'diagonal'"),
-    (OpRow("x", "gemm", "other", 1, 1, read={"optimizer_state": 8.0}),
-     "unknown tensor class 'optimizer_state'"),
+    (OpRow("x", "gemm", "other", 1, 1, read={"photons": 8.0}),
+     "unknown tensor class 'photons'"),
 ])
 def test_unknown_kinds_splits_and_classes_fail_at_table_build(row, message):
     with pytest.raises(ValueError, match=message):

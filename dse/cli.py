@@ -290,6 +290,18 @@ def _sweep_values(phase: str | None, batch: str | None, seq_in: str | None,
     return values
 
 
+def _area(text: str | None) -> float | None:
+    """--area-budget as mm2."""
+    if text is None:
+        return None
+    from dse import units
+
+    try:
+        return units.to_kind(text, units.AREA)
+    except units.UnitError as e:
+        raise DseError(f"--area-budget: {e}") from None
+
+
 def _records(frame: Any) -> list[dict[str, Any]]:
     """A frame as JSON-ready records (NaN as null)."""
     return json.loads(frame.to_json(orient="records", double_precision=15))
@@ -324,6 +336,9 @@ def eval_(
                              "all), --grid evaluates every combination.")] = False,
     reticle: Annotated[bool, typer.Option(
         help="A die beyond the reticle (858 mm2) is infeasible.")] = True,
+    area_budget: Annotated[str | None, typer.Option(
+        "--area-budget", help="A design whose modelled die area (all dies) exceeds this, "
+                              "e.g. '600 mm2', is infeasible.")] = None,
     ops: Annotated[bool, typer.Option(
         "--ops", help="Print the operators of every design (CSV, JSON: one row per design "
                       "and operator).")] = False,
@@ -343,7 +358,7 @@ def eval_(
     spec, tech, no_power = load_design(hardware)
     sw = sweep(spec, dse.load_workload(workload), scenario, values=values,
                mode="grid" if grid else "zip", chips=chips, tp=tp, pp=pp, tech=tech,
-               reticle=reticle)
+               reticle=reticle, area_budget=_area(area_budget))
     for warning in sw.warnings:
         _err(f"warning: {warning}")
     def doc(r: int) -> dict[str, Any]:

@@ -114,7 +114,7 @@ def column_of(key: str) -> str:
 def sweep(hw: HardwareSpec, wl: WorkloadSpec, scenario: str | None = None, *,
           values: dict[str, Any] | None = None, mode: str = "zip", chips: int = 1,
           tp: int = 1, pp: int = 1, tech: TechSpec | None = None,
-          reticle: bool = True) -> Sweep:
+          reticle: bool = True, area_budget: float | None = None) -> Sweep:
     """Evaluate every design point of `values` (scenario fields and hardware paths, each a
     list of values or one value) combined by `mode` (zip or grid) on `scenario` of `wl`.
     Points with the same scenario fields are one `evaluate` call with their hardware values
@@ -135,7 +135,8 @@ def sweep(hw: HardwareSpec, wl: WorkloadSpec, scenario: str | None = None, *,
     for key, members in groups.items():
         overrides = {path: [points[p][path] for p in members] for path in paths}
         ev = evaluate(hw, wl, scenario, chips=chips, tp=tp, pp=pp, tech=tech,
-                      reticle=reticle, overrides=overrides or None, **dict(key))
+                      reticle=reticle, area_budget=area_budget,
+                      overrides=overrides or None, **dict(key))
         designs = list(range(len(members))) if ev.n > 1 else [0] * len(members)
         rows.update({p: (len(evaluations), i) for p, i in zip(members, designs, strict=True)})
         parts.append(_design_frame(ev).iloc[designs].set_axis(members))

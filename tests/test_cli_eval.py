@@ -249,3 +249,27 @@ def test_bad_options_exit_two_with_one_line(args, message):
     assert message in result.output
     assert "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_sixty_hbm_stacks_are_pad_limited_past_the_reticle():
+    """60 stacks need ~800 mm of die edge: the die is padded to ~40,000 mm2, beyond the
+    reticle, so the design is infeasible (it was reported feasible before)."""
+    result = run("eval", "h100-sxm", "llama2-70b", "--chips", "2", "--tp", "2",
+                 "--set", "memory.HBM3.stacks=60", "-f", "json")
+    assert result.exit_code == 3
+    doc = json.loads(result.stdout)
+    assert doc["feasible"] is False
+    assert "pad-limited" in doc["reason"] and "reticle" in doc["reason"]
+
+
+def test_area_budget_makes_larger_dies_infeasible():
+    result = run("eval", "h100-sxm", "llama2-70b", "--chips", "2", "--tp", "2",
+                 "--area-budget", "700 mm2", "--set", "compute.units=100,132", "-f", "csv")
+    assert result.exit_code == 3
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert [r["feasible"] for r in rows] == ["True", "False"]
+    assert "exceeds the area budget of 700 mm2" in rows[1]["reason"]
+    bad = run("eval", "h100-sxm", "llama2-70b", "--area-budget", "700")
+    assert bad.exit_code == 2 and "--area-budget" in bad.output
+    no_node = run("eval", "cerebras-wse3", "llama2-7b", "--area-budget", "700 mm2")
+    assert no_node.exit_code == 2 and "area budget needs the area model" in no_node.output

@@ -182,13 +182,14 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
              chips: int = 1, tp: int = 1, pp: int = 1, execution: Execution | None = None,
              overrides: dict[str, object] | None = None,
              fusion: str = "flash", tech: TechSpec | None = None,
-             reticle: bool = True) -> Evaluation:
+             reticle: bool = True, area_budget: float | None = None) -> Evaluation:
     """Evaluate every design of `hw` (a spec with `overrides`, or a DesignBatch) on one
     scenario of `wl`. Scenario fields given here replace the named scenario's; `execution`
     (or chips, tp, pp, fusion) says how the chips split the work. With `tech` (the spec's
     process node), power, energy and area come too, and a design whose power exceeds its
     TDP is slowed to fit it (see dse.model.power); a design whose dies exceed the reticle
-    (with `reticle`) or whose static power alone exceeds its TDP is infeasible."""
+    (with `reticle`), whose die area exceeds `area_budget` (mm2, all dies) or whose static
+    power alone exceeds its TDP is infeasible."""
     db = hw if isinstance(hw, DesignBatch) else design_batch(hw, overrides)
     given = {"phase": phase, "batch": batch, "seq_in": seq_in, "seq_out": seq_out,
              "precision": precision, "kv_precision": kv_precision}
@@ -197,6 +198,10 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     ex = execution or Execution(chips=chips, tp=tp, pp=pp, fusion=fusion)
     problems, warnings = execution_issues(wl, sc, ex.tp, ex.pp)
     _reject(bool(problems), "; ".join(problems))
+    _reject(area_budget is not None and tech is None, "an area budget needs the area model: "
+            "the chip's technology.node, a node file and compute.style")
+    _reject(area_budget is not None and not (area_budget > 0),
+            f"area budget: expected a positive area, found {area_budget}")
     _reject(sc.phase == "training", "phase training is not modelled yet (it needs the "
             "training memory planner); use gemm, prefill, decode, serve or inference")
 
@@ -221,7 +226,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     if tech is not None:
         raw, limited, energy, reason, ok = _with_power(
             db, tech, sc, step, raw, ex.chips, ex.pp if sc.phase in LATENCY_PHASES else 1,
-            reason, reticle)
+            reason, reticle, area_budget)
         feasible = feasible & ok
     metrics = {m: np.where(feasible, v, np.nan) for m, v in raw.items()}
     return Evaluation(
@@ -328,7 +333,8 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
 
 
 def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dict,
-                chips: int, stages: int, reason: np.ndarray, reticle: bool) -> tuple:
+                chips: int, stages: int, reason: np.ndarray, reticle: bool,
+                area_budget: float | None = None) -> tuple:
     """Metrics with power and energy added and a TDP applied (stage `power`); see
     dse.model.power and dse.model.area."""
     energy = step_energy(db, tech, st.precision, st.matrix, st.count, st.flops,
@@ -359,14 +365,18 @@ def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: di
         m["energy_per_sample_j"] = system_w / m["samples_per_s"] if sc.phase == "inference" \
             else nan
     reason = reason.copy()
-    for i in np.flatnonzero(~(pw.feasible & die.feasible)):
+    fits = np.ones(db.n, dtype=bool) if area_budget is None else die.total_mm2 <= area_budget
+    for i in np.flatnonzero(~(pw.feasible & die.feasible & fits)):
         why = [str(reason[i])] if reason[i] else []
         if not die.feasible[i]:
             why.append(str(die.reason[i]))
+        if not fits[i]:
+            why.append(f"a die area of {die.total_mm2[i]:.0f} mm2 exceeds the area budget of "
+                       f"{area_budget:.0f} mm2")
         if not pw.feasible[i]:
             why.append(f"static power {pw.static_w[i]:.0f} W of a {die.total_mm2[i]:.0f} mm2 "
                        f"die exceeds the {db.tdp[i]:.0f} W TDP")
         reason[i] = "; ".join(why)
-    return m, pw.limited, chip_energy, reason, pw.feasible & die.feasible
+    return m, pw.limited, chip_energy, reason, pw.feasible & die.feasible & fits
 
 

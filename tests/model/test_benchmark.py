@@ -10,6 +10,7 @@ import importlib
 
 import numpy as np
 import pytest
+from conftest import op_times_calls
 
 import dse
 from dse.model.performance import op_times
@@ -53,16 +54,7 @@ def test_ten_thousand_designs(benchmark):
 @pytest.fixture(scope="module")
 def decode_inputs() -> tuple:
     """The (batch, ops, home, act_home) evaluate() hands op_times for the decode above."""
-    calls = []
-    real = EVALUATE.op_times
-
-    def spy(*args):
-        calls.append(args)
-        return real(*args)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(EVALUATE, "op_times", spy)
-        run_decode()
+    calls = op_times_calls(run_decode)
     assert len(calls) == 1
     return calls[0]
 
@@ -105,18 +97,9 @@ def test_serve_max_ten_thousand_designs(benchmark):
 @pytest.fixture(scope="module")
 def serve_inputs() -> tuple:
     """The (batch, ops, home, act_home) evaluate() hands op_times for the serve above."""
-    calls = []
-    real = EVALUATE.op_times
-
-    def spy(*args):
-        calls.append(args)
-        return real(*args)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(EVALUATE, "op_times", spy)
-        dse.evaluate(dse.load_hardware("h100-sxm"), dse.load_workload("llama3-8b"),
-                     phase="serve", batch="max", seq_in=1024, seq_out=128, precision="fp8",
-                     overrides=serve_designs())
+    calls = op_times_calls(lambda: dse.evaluate(
+        dse.load_hardware("h100-sxm"), dse.load_workload("llama3-8b"), phase="serve",
+        batch="max", seq_in=1024, seq_out=128, precision="fp8", overrides=serve_designs()))
     assert len(calls) == 1
     return calls[0]
 

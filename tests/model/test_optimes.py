@@ -12,6 +12,7 @@ import importlib
 
 import numpy as np
 import pytest
+from conftest import op_times_calls
 
 import dse
 from dse.model.batch import DesignBatch
@@ -169,19 +170,9 @@ def _overrides(chip: str, n: int) -> dict[str, np.ndarray] | None:
 def _capture(chip: str, workload: str, n: int) -> list[tuple]:
     """The (batch, ops, home, act_home) of every op_times call one evaluate() makes."""
     wl_name, kwargs = WORKLOADS[workload]
-    calls = []
-    real = EVALUATE.op_times
-
-    def spy(batch, ops, home, act_home):
-        calls.append((batch, ops, home, act_home))
-        return real(batch, ops, home, act_home)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(EVALUATE, "op_times", spy)
-        dse.evaluate(dse.load_hardware(chip), dse.load_workload(wl_name),
-                     overrides=_overrides(chip, n), **kwargs)
-    assert calls
-    return calls
+    return op_times_calls(lambda: dse.evaluate(dse.load_hardware(chip),
+                                               dse.load_workload(wl_name),
+                                               overrides=_overrides(chip, n), **kwargs))
 
 
 def _assert_same(got: OpTimes, want: OpTimes) -> None:
@@ -359,17 +350,9 @@ def _capture_serve_max(chip: str, workload: str, n: int) -> tuple:
     overrides = _overrides(chip, n) or {}
     overrides[f"memory[{last}].capacity"] = \
         spec.memory[last].capacity * np.random.default_rng(2).uniform(0.3, 2.5, n)
-    calls = []
-    real = EVALUATE.op_times
-
-    def spy(*args):
-        calls.append(args)
-        return real(*args)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(EVALUATE, "op_times", spy)
-        dse.evaluate(spec, dse.load_workload(workload), phase="serve", batch="max",
-                     seq_in=1024, seq_out=128, precision="fp8", overrides=overrides)
+    calls = op_times_calls(lambda: dse.evaluate(
+        spec, dse.load_workload(workload), phase="serve", batch="max", seq_in=1024,
+        seq_out=128, precision="fp8", overrides=overrides))
     assert len(calls) == 1
     return calls[0]
 

@@ -20,14 +20,21 @@ operators x designs blocks, see op_times); no I/O.
 
 from __future__ import annotations
 
-import itertools
-import math
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 
 from dse.model.batch import DesignBatch
+from dse.model.blocks import BLOCK, WORK_ELEMENTS, Field, scratch
+from dse.model.blocks import blocks as design_blocks
+from dse.model.blocks import shaped as work_rows
+from dse.model.tiling import (
+    Gemms,
+    Side,
+    crossings,
+    same_side,
+    tile_sides,
+)
 from dse.workloads.optable import CLASSES, MATRIX_KINDS, TENSOR_CLASSES
 
 _MATRIX = frozenset(MATRIX_KINDS)
@@ -57,10 +64,6 @@ FALLBACK = {
 # 64, 8/16-bit to 32-bit integer conversions 64, all other conversions 16). One slot costs
 # 2 FLOP at the chip's vector fp32 peak.
 DEQUANT_SLOTS = {"int8": 6.0, "int4": 7.0}
-# Bytes of buffer per output element of a square, output-stationary GEMM tile held at a
-# level: its fp32 accumulator. The operand slabs streamed past it are k_s x T with k_s << T
-# (16-64 elements), so they are neglected: a buffer of S bytes holds T = sqrt(S / 4).
-TILE_BYTES_PER_ELEMENT = 4.0
 
 
 @dataclass(frozen=True)
@@ -127,127 +130,6 @@ def rate_table(batch: DesignBatch, precisions: list[str]) -> tuple[np.ndarray, n
     return matrix_rates, vector_rates
 
 
-def tile_utilization(shape: np.ndarray, tile: tuple[int, int, int] | None) -> np.ndarray:
-    """[I] (or [N, I] for per-design shapes [N, I, 4]) share of the matrix engine doing
-    useful work on an M x N x K problem cut into the native tile:
-    prod(dim / (ceil(dim / t) * t)). 1 without a tile."""
-    util = np.ones(shape.shape[:-1])
-    if tile is None:
-        return util
-    for j, t in enumerate(tile):
-        dim = np.maximum(shape[..., j], 1.0)
-        util *= dim / (np.ceil(dim / t) * t)
-    return util
-
-
-Side = float | np.ndarray  # one tile side for every design, or [N]
-
-
-def tile_sides(batch: DesignBatch) -> list[tuple[Side, Side]]:
-    """Per level l, the side T of the square output tiles held by the buffer inside l, for
-    the A operand (T along N) and for the B operand (T along M): at level 0 the register
-    file's (T = sqrt(bytes / 4)), else the engine's native tile (no tile: unbounded); at
-    l > 0 the level inside it, per instance (per unit for per-unit levels). A float where
-    every design has the same side, else [N]."""
-    tile = batch.tile
-    if batch.register_file:
-        t0 = float(np.sqrt(batch.register_file / TILE_BYTES_PER_ELEMENT))
-        sides: list[tuple[Side, Side]] = [(t0, t0)]
-    else:
-        sides = [(float(tile[1]), float(tile[0])) if tile else (np.inf, np.inf)]
-    for level in range(batch.levels - 1):
-        t = np.sqrt(batch.unit_capacity[:, level] / TILE_BYTES_PER_ELEMENT)
-        same = t.size > 0 and bool(np.all(t == t[0]))
-        sides.append((float(t[0]), float(t[0])) if same else (t, t))
-    return sides
-
-
-def crossings(dim: np.ndarray, side: Side) -> np.ndarray:
-    """How many times a GEMM operand crosses a level whose inner buffer holds output tiles of
-    side `side` (a tiled GEMM re-reads A ceil(N / T) times and B ceil(M / T) times): ceil(dim
-    / side), at least 1. dim: [I, 1] or [I, N], 0 for operators that are not GEMMs (read
-    once); side: a float or [N]."""
-    if isinstance(side, np.ndarray) and dim.max(initial=0.0) <= side.min(initial=np.inf):
-        return np.ones(dim.shape)  # every operand fits the smallest tile: one crossing
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.divide(dim, side)
-    np.ceil(out, out=out)
-    return np.fmax(out, 1.0, out=out)  # fmax: 0 / 0 (no GEMM, empty buffer) counts once
-
-
-# Designs per block: op_times works on contiguous [operators, block] arrays reused from block
-# to block, and from call to call (per thread): fresh memory is expensive where every page is
-# faulted in. WORK_ELEMENTS caps operators x block. Blocks of a few thousand designs amortize
-# the cost of each numpy call (about 40 per level and block); they are of equal size, none a
-# multiple of 16 designs long (`_blocks`).
-BLOCK = 4096
-WORK_ELEMENTS = 1 << 18
-_LOCAL = threading.local()
-
-
-def _blocks(n: int, most: int) -> list[slice]:
-    """n designs as consecutive blocks of at most about `most`, of equal sizes but none of a
-    multiple of 16 (from 256 on; one block of such a size is split in two): a row stride of
-    a multiple of 128 bytes maps one operator column of every row to a few cache sets, which
-    makes the transposes to the [N, I] and [N, I, L] outputs 4-5 times slower."""
-    if n == 0:
-        return []
-    count = -(-n // most)
-    sizes = [n // count + (k < n % count) for k in range(count)]
-    if count == 1 and n % 16 == 0 and n >= 512:
-        sizes = [n // 2, n // 2]
-    for k, size in enumerate(sizes):
-        if size % 16 == 0 and size >= 256:
-            j = k + 1 if k + 1 < len(sizes) else k - 1
-            move = next(m for m in range(1, 8) if (sizes[j] - m) % 16)
-            sizes[k] += move
-            sizes[j] -= move
-    return [slice(a, b) for a, b in itertools.pairwise(np.cumsum([0, *sizes]).tolist())]
-
-
-def _scratch(name: str, size: int, dtype: type) -> np.ndarray:
-    """A flat work array of this thread, kept between calls (contents undefined)."""
-    arrays = _LOCAL.__dict__.setdefault("arrays", {})
-    have = arrays.get(name)
-    if have is None or have.size < size or have.dtype != dtype:
-        have = arrays[name] = np.empty(size, dtype=dtype)
-    return have
-
-
-def _rows(flat: np.ndarray, *shape: int) -> np.ndarray:
-    """A contiguous array of `shape` at the start of the flat work array `flat`."""
-    return flat[:math.prod(shape)].reshape(shape)
-
-
-def _same_side(a: Side, b: Side) -> bool:
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return a is b or (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
-                          and np.array_equal(a, b))
-    return a == b
-
-
-class _Field:
-    """An operator quantity, [I] or [N, I], on a block of designs, for the operators `rows`
-    (None: all): [k, 1] when it is per operator, else [k, B] copied into a work array of this
-    thread (one strided read per block; every level then reads contiguous rows)."""
-
-    def __init__(self, name: str, a: np.ndarray, block: int):
-        self.a = a
-        if a.ndim == 2:
-            self.work = _scratch(name, a.shape[1] * block, a.dtype)
-
-    def at(self, designs: slice, rows: np.ndarray | None = None) -> np.ndarray:
-        a = self.a
-        if a.ndim == 1:
-            return (a if rows is None else a[rows])[:, None]
-        src = a[designs]
-        if rows is not None and len(rows) < a.shape[1]:
-            src = src[:, rows]
-        out = _rows(self.work, src.shape[1], designs.stop - designs.start)
-        np.copyto(out, src.T)
-        return out
-
-
 @dataclass(frozen=True)
 class _Classes:
     """Which operators (rows) have bytes of each tensor class, over all designs or over a
@@ -274,61 +156,6 @@ class _Classes:
                    mixed=mixed,
                    transient=tuple(bool(r[:, c].any() or w[:, c].any())
                                    for c, _, _ in TRANSIENT_ROLES))
-
-
-@dataclass(frozen=True)
-class _Gemms:
-    """The GEMM dimensions m, n, k over all designs or over a block of them: those the same
-    for every design as [I] (`fixed`, None where they differ), their tile-utilization factors
-    dim / (ceil(dim / t) * t) as [I, 1] (None where they differ; the product of all when
-    none does: `util`) and the rows where a factor is not 1 (only the GEMMs' matter: the
-    others run on the vector units, and x 1 is exact); max(dim, 1) of the GEMMs, 0 elsewhere
-    (read once), of m and n where fixed; the dequantization FLOPs of the rows `dequant`."""
-
-    fixed: list[np.ndarray | None]
-    factors: list[np.ndarray | None]
-    factor_rows: list[np.ndarray | None]
-    util: np.ndarray | None
-    m_dim: np.ndarray | None
-    n_dim: np.ndarray | None
-    dequant: np.ndarray  # [kq, 1] or [kq, B]
-
-    @classmethod
-    def of(cls, shape: np.ndarray, tile: tuple[int, int, int] | None, is_matrix: np.ndarray,
-           slots: np.ndarray) -> _Gemms:
-        """From the shapes, [I, 4] or [B, I, 4]."""
-        if shape.ndim == 2:
-            fixed: list[np.ndarray | None] = [shape[:, j] for j in range(3)]
-        else:
-            # The first designs first (most columns that differ do so there), then all.
-            same = (shape[:8] == shape[:1]).all(axis=0).all(axis=0)  # (axis=(0, 1): slow)
-            if same[:3].any():
-                same &= (shape == shape[:1]).all(axis=0).all(axis=0)
-            fixed = [shape[0, :, j] if same[j] else None for j in range(3)]
-        factors: list[np.ndarray | None] = []
-        for col, t in zip(fixed, tile or (), strict=False):
-            if col is None:
-                factors.append(None)
-            else:
-                dim = np.maximum(col, 1.0)
-                factors.append((dim / (np.ceil(dim / t) * t))[:, None])
-        util = None
-        if all(f is not None for f in factors):
-            util = np.ones((len(is_matrix), 1))
-            for f in factors:
-                util *= f
-        matrix = is_matrix[:, None]
-        m_dim, n_dim = (None if col is None else np.where(matrix, np.maximum(col[:, None], 1.0),
-                                                          0.0) for col in fixed[:2])
-        # Dequantization of weight-only-quantized weights on the vector units, in FLOPs.
-        q = np.flatnonzero(slots)
-        sq = shape[..., q, :]
-        dequant = slots[q] * (sq[..., 1] * sq[..., 2] * np.maximum(sq[..., 3], 1.0)) * 2.0
-        return cls(fixed=fixed, factors=factors,
-                   factor_rows=[None if f is None else np.flatnonzero(is_matrix & (f[:, 0] != 1))
-                                for f in factors],
-                   util=util, m_dim=m_dim, n_dim=n_dim,
-                   dequant=dequant[:, None] if shape.ndim == 2 else dequant.T)
 
 
 def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
@@ -363,7 +190,7 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     n_ops = len(ops.kind)
     kinds, dtypes, wdtypes = ops.kind.tolist(), ops.dtype.tolist(), ops.wdtype.tolist()
     is_matrix = np.array([k in _MATRIX for k in kinds], dtype=bool)
-    blocks = _blocks(n_, min(BLOCK, max(64, WORK_ELEMENTS // max(n_ops, 1))))
+    blocks = design_blocks(n_, min(BLOCK, max(64, WORK_ELEMENTS // max(n_ops, 1))))
     block = max((d.stop - d.start for d in blocks), default=0)
 
     # Rates per precision ([P, N]) and where each operator finds its own.
@@ -384,41 +211,41 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     # the block's bytes and shapes, which its copies then find in the caches).
     tile = batch.tile
     shape, r, w = ops.shape, ops.read, ops.written
-    gemms = _Gemms.of(shape, tile, is_matrix, slots) if shape.ndim == 2 else None
-    dim_fields = [_Field(f"dim{j}", shape[..., j], block) for j in range(3)]
+    gemms = Gemms.of(shape, tile, is_matrix, slots) if shape.ndim == 2 else None
+    dim_fields = [Field(f"dim{j}", shape[..., j], block) for j in range(3)]
     classes = _Classes.of(r, w) if r.ndim == 2 and w.ndim == 2 else None
     onchip_rows = None if ops.onchip.ndim == 2 else np.flatnonzero(ops.onchip != 0)
-    flops = _Field("flops", ops.flops, block)
-    placed_fields = [(_Field(f"r_{name}", r[..., c], block), _Field(f"w_{name}", w[..., c], block))
+    flops = Field("flops", ops.flops, block)
+    placed_fields = [(Field(f"r_{name}", r[..., c], block), Field(f"w_{name}", w[..., c], block))
                      for c, name, _ in PLACED_ROLES]
-    transient_fields = [(_Field(f"r_{name}", r[..., c], block),
-                         _Field(f"w_{name}", w[..., c], block)) for c, name, _ in TRANSIENT_ROLES]
-    onchip = _Field("onchip", ops.onchip, block)
+    transient_fields = [(Field(f"r_{name}", r[..., c], block),
+                         Field(f"w_{name}", w[..., c], block)) for c, name, _ in TRANSIENT_ROLES]
+    onchip = Field("onchip", ops.onchip, block)
     act_home = np.asarray(act_home)
     sides = tile_sides(batch)
     bandwidth = np.ascontiguousarray(batch.bandwidth.T)  # [L, N]
     overhead_on = bool(np.any(batch.op_overhead)) and bool(np.any(ops.launches))
-    launches = _Field("launches", ops.launches, block)
+    launches = Field("launches", ops.launches, block)
 
     time = np.empty((n_, n_ops))
     compute = np.empty((n_, n_ops))
     traffic = np.empty((n_, n_ops, lv))
     bound = np.empty((n_, n_ops), dtype=np.int8)
     missing = np.zeros(n_, dtype=bool)
-    work = _scratch("work", 5 * n_ops * block, np.float64)
-    mixed_work = _scratch("mixed", n_ops * block, np.float64)
-    part_work = _scratch("part", n_ops * block, np.float64)
-    hit_work = _scratch("hit", n_ops * block, np.bool_)
-    code_work = _scratch("code", n_ops * block, np.int8)
+    work = scratch("work", 5 * n_ops * block, np.float64)
+    mixed_work = scratch("mixed", n_ops * block, np.float64)
+    part_work = scratch("part", n_ops * block, np.float64)
+    hit_work = scratch("hit", n_ops * block, np.bool_)
+    code_work = scratch("code", n_ops * block, np.int8)
 
     for d in blocks:
         b = d.stop - d.start
-        out, mem, roof, comp, tmp = _rows(work, 5, n_ops, b)
-        hit, code = _rows(hit_work, n_ops, b), _rows(code_work, n_ops, b)
-        gm = gemms or _Gemms.of(shape[d], tile, is_matrix, slots)
+        out, mem, roof, comp, tmp = work_rows(work, 5, n_ops, b)
+        hit, code = work_rows(hit_work, n_ops, b), work_rows(code_work, n_ops, b)
+        gm = gemms or Gemms.of(shape[d], tile, is_matrix, slots)
         cl = classes or _Classes.of(r[d] if r.ndim == 3 else r, w[d] if w.ndim == 3 else w)
         mixed = cl.mixed
-        mixed_out = _rows(mixed_work, len(mixed), b)
+        mixed_out = work_rows(mixed_work, len(mixed), b)
         on_rows = onchip_rows if onchip_rows is not None \
             else np.flatnonzero(ops.onchip[d].any(axis=0))
 
@@ -503,9 +330,9 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
             side = {"a": side_a, "b": side_b}
             new = [through.add(level) for _, _, _, _, through, _ in placed]
             same_act = above is not None and (level < act_lo or level > act_hi) \
-                and _same_side(side_a, above[0])
+                and same_side(side_a, above[0])
             same_mixed = above is not None and not any(new) and all(
-                _same_side(side[role], above[0 if role == "a" else 1]) for role in roles)
+                same_side(side[role], above[0 if role == "a" else 1]) for role in roles)
             if not (same_act and same_mixed):  # else: the bytes of the level above, in out
                 if level > act_hi or not transient:
                     out.fill(0.0)
@@ -527,7 +354,7 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
                         # (x the share is skipped where it is 1 for every operator: exact).
                         mixed_out.fill(0.0)
                         for read_b, dim, role, write_b, through, at in placed:
-                            part = _rows(part_work, len(at), b)
+                            part = work_rows(part_work, len(at), b)
                             if role:
                                 np.multiply(read_b, crossings(dim, side[role]), out=part)
                             else:

@@ -19,7 +19,6 @@ from dse.model.batch import DesignBatch
 from dse.model.performance import (
     DEQUANT_SLOTS,
     KV,
-    TILE_BYTES_PER_ELEMENT,
     A,
     ChipOps,
     G,
@@ -28,6 +27,7 @@ from dse.model.performance import (
     executed_precision,
     op_times,
 )
+from dse.model.tiling import TILE_BYTES_PER_ELEMENT
 from dse.workloads.optable import MATRIX_KINDS
 
 EVALUATE = importlib.import_module("dse.model.evaluate")

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dse.errors import DseError
-from dse.model.batch import column_name
 from dse.model.evaluate import Evaluation, evaluate
 from dse.spec.hardware import HardwareSpec
 from dse.spec.technology import TechSpec
+from dse.spec.vocabulary import column_name
 from dse.spec.workload import WorkloadSpec
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ import numpy as np
 
 from dse.errors import DseError
 from dse.spec.hardware import CHANNEL_INTERFACES, HBM_INTERFACES, PRECISIONS, HardwareSpec
-from dse.spec.vocabulary import COUPLED, canonical, convert, terms
+from dse.spec.vocabulary import COUPLED, canonical, convert
 
 
 @dataclass(frozen=True)
@@ -276,20 +276,3 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
         raise DseError("--set interconnect.links: links need interconnect.link_bandwidth")
     v.check_all_read()
     return batch
-
-
-def column_name(path: str) -> str:
-    """Table column of an override path: the path with its SI unit as a suffix
-    (`memory.L2.capacity_bytes`, `compute.clock_hz`); plain numbers keep the bare path."""
-    for pattern, term in terms().items():
-        parts, want = path.split("."), pattern.split(".")
-        if pattern.startswith("memory.<level>."):
-            tail = pattern.removeprefix("memory.<level>")
-            ok = path.startswith("memory.") and path.endswith(tail)
-        else:
-            ok = len(parts) == len(want) and all(
-                w.startswith("<") or w == p for w, p in zip(want, parts, strict=True))
-        if ok:
-            kind = term.kind
-            return f"{path}_{kind.suffix}" if kind is not None and kind.suffix else path
-    return path

@@ -16,19 +16,6 @@ from dse.model.batch import DesignBatch
 TILE_BYTES_PER_ELEMENT = 4.0
 
 
-def tile_utilization(shape: np.ndarray, tile: tuple[int, int, int] | None) -> np.ndarray:
-    """[I] (or [N, I] for per-design shapes [N, I, 4]) share of the matrix engine doing
-    useful work on an M x N x K problem cut into the native tile:
-    prod(dim / (ceil(dim / t) * t)). 1 without a tile."""
-    util = np.ones(shape.shape[:-1])
-    if tile is None:
-        return util
-    for j, t in enumerate(tile):
-        dim = np.maximum(shape[..., j], 1.0)
-        util *= dim / (np.ceil(dim / t) * t)
-    return util
-
-
 Side = float | np.ndarray  # one tile side for every design, or [N]
 
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from dse import units
 from dse.model import METRICS, Evaluation
-from dse.model.batch import column_name
 from dse.model.evaluate import POWER_METRICS
+from dse.spec.vocabulary import column_name
 from dse.sweep import SCENARIO_FIELDS, column_of, option_name
 from dse.workloads import describe_scenario
 

@@ -18,6 +18,7 @@ from dse.errors import Issue, SpecError
 from dse.spec import hardware, hardware_checks, technology, workload
 from dse.spec.messages import issue_at, issues_from, locate
 from dse.spec.types import CLOCK_CONTEXT_KEY
+from dse.spec.vocabulary import COUPLED
 from dse.spec.yamlpos import LDict, LList, read_yaml
 from dse.units import FREQUENCY, UnitError, scale_quantity, to_kind
 
@@ -184,8 +185,6 @@ def _couple(base: LDict, data: LDict, merged: LDict) -> None:
     """Coupled quantities (dse.spec.vocabulary.COUPLED) on the YAML route: a derived level
     that changes its HBM stacks or DRAM channels and not its capacity or bandwidth scales
     them per stack (channel) from the inherited values."""
-    from dse.spec.vocabulary import COUPLED
-
     mine, inherited, out = data.get("memory"), base.get("memory"), merged.get("memory")
     if not (_named(mine) and _named(inherited) and _named(out)):
         return

@@ -169,7 +169,7 @@ def canonical(spec: HardwareSpec, path: str) -> tuple[str, Term]:
         path = f"memory.{names[i]}{path[m.end():]}"
     table = terms()
     for pattern, term in table.items():
-        if _matches(pattern, path, spec, names):
+        if _matches(pattern, path, names):
             return path, term
     raise DseError(f"--set {path}: {_why_not(path, spec, names)}")
 
@@ -178,26 +178,40 @@ def _slot_values(slot: str, names: list[str]) -> tuple[str, ...]:
     return PRECISIONS if slot == PRECISION_SLOT else tuple(names)
 
 
-def _matches(pattern: str, path: str, spec: HardwareSpec, names: list[str]) -> bool:
-    if pattern.startswith("memory.<level>."):  # level names may contain dots
-        level = next((n for n in sorted(names, key=len, reverse=True)
-                      if path.startswith(f"memory.{n}.")), None)
-        if level is None:
-            return False
-        pattern = pattern.removeprefix("memory.<level>.")
-        path = path[len(f"memory.{level}."):]
-    p_parts, parts = pattern.split("."), path.split(".")
-    if len(p_parts) != len(parts):
+def _matches(pattern: str, path: str, names: list[str] | None) -> bool:
+    """Whether `path` is an instance of `pattern`; <level> is one of `names` (None: any
+    name, which may contain dots)."""
+    if pattern.startswith("memory.<level>."):
+        tail = pattern.removeprefix("memory.<level>.").split(".")
+        parts = path.split(".")
+        level = ".".join(parts[1:-len(tail)])
+        return (parts[0] == "memory" and len(parts) > len(tail) + 1
+                and (names is None or level in names)
+                and _parts_match(tail, parts[-len(tail):], names))
+    return _parts_match(pattern.split("."), path.split("."), names)
+
+
+def _parts_match(want: list[str], got: list[str], names: list[str] | None) -> bool:
+    if len(want) != len(got):
         return False
-    for want, got in zip(p_parts, parts, strict=True):
-        if want in (PRECISION_SLOT, LEVEL_SLOT):
-            if want == PRECISION_SLOT and got not in PRECISIONS:
+    for w, g in zip(want, got, strict=True):
+        if w == PRECISION_SLOT:
+            if g not in PRECISIONS:
                 return False
-            if want == LEVEL_SLOT and pattern.startswith("technology.") and got not in names:
+        elif w == LEVEL_SLOT:
+            if names is not None and g not in names:
                 return False
-        elif want != got:
+        elif w != g:
             return False
     return True
+
+
+def column_name(path: str) -> str:
+    """Table column of a canonical path: the path with its SI unit as a suffix
+    (`memory.L2.capacity_bytes`, `compute.clock_hz`); plain numbers keep the bare path."""
+    term = next((t for p, t in terms().items() if _matches(p, path, None)), None)
+    kind = term.kind if term is not None else None
+    return f"{path}_{kind.suffix}" if kind is not None and kind.suffix else path
 
 
 def _why_not(path: str, spec: HardwareSpec, names: list[str]) -> str:

@@ -8,10 +8,10 @@ import pytest
 
 import dse
 from dse.errors import DseError, SpecError
-from dse.model.batch import column_name, design_batch
+from dse.model.batch import design_batch
 from dse.spec import hardware
 from dse.spec.load import load_hardware
-from dse.spec.vocabulary import canonical, terms, variable_paths
+from dse.spec.vocabulary import canonical, column_name, terms, variable_paths
 
 REPRO = Path(__file__).resolve().parents[3] / "shared" / "repro"
 H100 = load_hardware("h100-sxm")

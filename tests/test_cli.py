@@ -211,7 +211,8 @@ def test_show_paths_lists_the_design_vocabulary():
     assert rows["memory.HBM3.capacity"]["value"] == 80 * 2**30 and rows[
         "memory.HBM3.capacity"]["varies"]
     assert not rows["memory.HBM3.latency"]["varies"]  # no model reads it
-    assert not rows["compute.matrix.tile.m"]["varies"]
+    assert rows["compute.matrix.tile.m"]["varies"] and not rows["technology.as_built.units"][
+        "varies"]
     assert rows["tdp"]["value"] == 700.0 and rows["tdp"]["unit"] == "W"
 
 

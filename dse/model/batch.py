@@ -32,8 +32,10 @@ class DesignBatch:
     matrix_peak: dict[str, np.ndarray]  # precision -> [N] FLOP/s
     vector_peak: dict[str, np.ndarray]  # precision -> [N] FLOP/s
     matrix_fraction: dict[str, np.ndarray]  # precision -> [N] achievable fraction
-    tile: tuple[int, int, int] | None  # native tile m, n, k of the matrix engine
-    register_file: float | None  # bytes per unit holding GEMM accumulators
+    tile: tuple[int, int, int] | np.ndarray | None  # native tile m, n, k of the matrix
+    # engine; [N, 3] where designs differ
+    register_file: float | np.ndarray | None  # bytes per unit holding GEMM accumulators;
+    # [N] where designs differ
     op_overhead: np.ndarray  # [N] s per operator
     level_names: tuple[str, ...]
     level_kinds: tuple[str, ...]
@@ -58,7 +60,7 @@ class DesignBatch:
     host_link_bandwidth: np.ndarray  # [N] B/s per direction (0: no host link)
     host_link_lanes: np.ndarray  # [N] (NaN: not given)
     topology: str | None
-    chips_per_node: int
+    chips_per_node: int | np.ndarray  # [N] where designs differ
     overrides: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
@@ -86,8 +88,7 @@ class DesignBatch:
 
 
 # Fields the models read as one value for every design; a study cannot vary them yet.
-_FIXED = ("compute.matrix.tile.", "compute.matrix.register_file", "interconnect.chips_per_node",
-          "technology.as_built.")
+_FIXED = ("technology.as_built.",)
 
 
 class _Values:
@@ -155,6 +156,19 @@ class _Values:
         if not np.all(np.isfinite(values)):
             raise DseError(f"--set: {what} overflows for some designs (beyond the range of "
                            "a float); check the values given")
+
+
+def _tile(v: _Values, c) -> tuple[int, int, int] | np.ndarray | None:
+    """The native tile: the spec's (m, n, k), or [N, 3] where overrides vary it."""
+    paths = [f"compute.matrix.tile.{d}" for d in "mnk"]
+    spec_tile = (c.matrix.tile.m, c.matrix.tile.n, c.matrix.tile.k) if c.matrix.tile else None
+    if not any(v.given(p) for p in paths):
+        return spec_tile
+    if spec_tile is None and not all(v.given(p) for p in paths):
+        raise DseError("--set compute.matrix.tile: the spec gives no native tile; give m, n "
+                       "and k")
+    return np.stack([v.get(p, spec_tile[j] if spec_tile else None)
+                     for j, p in enumerate(paths)], axis=1)
 
 
 def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None) -> DesignBatch:
@@ -240,8 +254,9 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
     batch = DesignBatch(
         spec=spec, n=n, units=units_, clock=clock,
         matrix_peak=matrix_peak, vector_peak=vector_peak, matrix_fraction=matrix_fraction,
-        tile=(c.matrix.tile.m, c.matrix.tile.n, c.matrix.tile.k) if c.matrix.tile else None,
-        register_file=c.matrix.register_file,
+        tile=_tile(v, c),
+        register_file=(v.get("compute.matrix.register_file", c.matrix.register_file)
+                       if v.given("compute.matrix.register_file") else c.matrix.register_file),
         op_overhead=v.get("compute.op_overhead", c.op_overhead or 0.0),
         level_names=tuple(lv.name for lv in spec.memory),
         level_kinds=tuple(lv.kind for lv in spec.memory),
@@ -268,7 +283,9 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
                                   hl.bandwidth if hl else 0.0),
         host_link_lanes=v.get("interconnect.host_link.lanes", hl.lanes if hl else None),
         topology=ic.topology if ic else None,
-        chips_per_node=ic.chips_per_node if ic else 1,
+        chips_per_node=(v.get("interconnect.chips_per_node", ic.chips_per_node)
+                        if ic and v.given("interconnect.chips_per_node")
+                        else (ic.chips_per_node if ic else 1)),
         overrides={k: np.broadcast_to(a.ravel(), (n,)) for k, a in v.parsed.items()},
     )
     if "interconnect.links" in v.parsed and (ic is None or ic.link_bandwidth is None) \

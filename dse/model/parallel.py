@@ -228,12 +228,16 @@ def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Col
 def collective_bandwidth(batch: DesignBatch, group: int) -> np.ndarray:
     """[N] bytes/s one chip moves per direction in a collective over `group` chips."""
     links = batch.links * batch.link_bandwidth * batch.link_fraction
-    if batch.topology == "fully_connected" and batch.chips_per_node > 1:
-        peers = min(group, batch.chips_per_node) - 1
-        links = links * peers / (batch.chips_per_node - 1)
-    if group > batch.chips_per_node:
-        links = np.minimum(links, batch.scale_out_bandwidth) if np.any(links > 0) \
+    per_node = np.broadcast_to(np.asarray(batch.chips_per_node, dtype=float), (batch.n,))
+    if batch.topology == "fully_connected":
+        peers = np.minimum(group, per_node) - 1
+        links = np.where(per_node > 1, links * peers / np.maximum(per_node - 1, 1), links)
+    out = group > per_node
+    if np.any(out):
+        across = np.where(links > 0, np.minimum(links, batch.scale_out_bandwidth),
+                          batch.scale_out_bandwidth) if np.any(links > 0) \
             else batch.scale_out_bandwidth
+        links = np.where(out, across, links)
     return links
 
 
@@ -251,8 +255,8 @@ def collective_times(batch: DesignBatch, coll: Collectives) -> np.ndarray:
     for j, kind in enumerate(coll.kind):
         p = int(coll.group[j])
         bw = collective_bandwidth(batch, p)
-        latency = batch.link_latency + (batch.scale_out_latency
-                                        if p > batch.chips_per_node else 0.0)
+        latency = batch.link_latency + np.where(p > np.asarray(batch.chips_per_node),
+                                                batch.scale_out_latency, 0.0)
         steps, volume = COLLECTIVES[kind](p, coll.nbytes[..., j])
         with np.errstate(divide="ignore"):
             out[:, j] = batch.collective_overhead + steps * latency + np.where(

@@ -20,6 +20,7 @@ operators x designs blocks, see op_times); no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -160,7 +161,50 @@ class _Classes:
 
 def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
              act_home: np.ndarray) -> OpTimes:
-    """Time of every operator instance on every design.
+    """Time of every operator instance on every design (see `_op_times`). Designs whose
+    native tile or register file differ (a study varying them) are timed in groups of equal
+    ones: the tile shapes every GEMM, so the per-operator work is worked out per group."""
+    if not isinstance(batch.tile, np.ndarray) and not isinstance(batch.register_file,
+                                                                 np.ndarray):
+        return _op_times(batch, ops, home, act_home)
+    n = batch.n
+    tiles = batch.tile if isinstance(batch.tile, np.ndarray) else \
+        np.tile(np.array(batch.tile or (np.nan,) * 3, dtype=float), (n, 1))
+    rf = np.broadcast_to(np.asarray(batch.register_file if batch.register_file is not None
+                                    else np.nan, dtype=float), (n,))
+    keys, group = np.unique(np.column_stack([tiles, rf]), axis=0, return_inverse=True)
+    parts = []
+    for g, key in enumerate(keys):
+        idx = np.flatnonzero(group.ravel() == g)
+        sub = dataclasses.replace(
+            batch.take(idx), tile=None if np.isnan(key[0]) else tuple(int(v) for v in key[:3]),
+            register_file=None if np.isnan(key[3]) else float(key[3]))
+        parts.append((idx, _op_times(sub, _take_ops(ops, idx, n),
+                                     {c: h[idx] for c, h in home.items()}, act_home[idx])))
+    i, lv = len(ops.name), batch.levels
+    out = OpTimes(time=np.empty((n, i)), compute=np.empty((n, i)),
+                  traffic=np.empty((n, i, lv)), bound=np.empty((n, i), dtype=np.int8),
+                  missing_rate=np.empty(n, dtype=bool))
+    for idx, part in parts:
+        for field in ("time", "compute", "traffic", "bound", "missing_rate"):
+            getattr(out, field)[idx] = getattr(part, field)
+    return out
+
+
+# Dimensions of each ChipOps quantity per operator; one more where it is per design.
+_OP_NDIM = {"count": 1, "flops": 1, "read": 2, "written": 2, "onchip": 1, "shape": 2,
+            "launches": 1}
+
+
+def _take_ops(ops: ChipOps, idx: np.ndarray, n: int) -> ChipOps:
+    """The operators of the designs `idx` (per-design quantities subset, the rest shared)."""
+    return dataclasses.replace(ops, **{
+        f: getattr(ops, f)[idx] for f, nd in _OP_NDIM.items() if getattr(ops, f).ndim > nd})
+
+
+def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
+              act_home: np.ndarray) -> OpTimes:
+    """Time of every operator instance on every design of one native tile.
 
     home: per placed class, [N, L] share stored at each level, or [N, I, L]
     where it differs by operator (a cache that holds the decode working set; [N, 1, L]

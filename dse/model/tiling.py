@@ -26,7 +26,7 @@ def tile_sides(batch: DesignBatch) -> list[tuple[Side, Side]]:
     l > 0 the level inside it, per instance (per unit for per-unit levels). A float where
     every design has the same side, else [N]."""
     tile = batch.tile
-    if batch.register_file:
+    if batch.register_file is not None and batch.register_file > 0:
         t0 = float(np.sqrt(batch.register_file / TILE_BYTES_PER_ELEMENT))
         sides: list[tuple[Side, Side]] = [(t0, t0)]
     else:

@@ -73,7 +73,7 @@ def test_paths_by_name_and_by_index_are_the_same():
     ({"memory.HBM3.bandwith": "1 TB/s"}, 'did you mean "bandwidth"'),
     ({"compute.matrix.peak.fp9": "1 PFLOPS"}, "unknown precision 'fp9'"),
     ({"memory.HBM3.latency": "100 ns"}, "no model reads this field"),
-    ({"compute.matrix.tile.m": 128}, "cannot be varied yet"),
+    ({"technology.as_built.units": 150}, "cannot be varied yet"),
     ({"memory.L2.stacks": 2}, "not an HBM level"),
     ({"memory.HBM3.capacity": "80 GiB", "memory[2].capacity": "90 GiB"}, "given twice"),
     ({"compute.matrix.peak_per_unit.fp8": 1e308}, "overflows"),
@@ -165,3 +165,26 @@ def test_boolean_is_not_a_layer_count(tmp_path):
     path.write_text((REPRO / "S5_bool_as_int.yaml").read_text())
     with pytest.raises(SpecError, match="layers: expected a whole number, found True"):
         dse.load_workload(path)
+
+
+def test_tile_register_file_and_node_size_vary_per_design():
+    """The matrix tile, the register file and the chips per node are design variables too:
+    N designs in one call equal N calls of one design."""
+    llama = dse.load_workload("llama2-70b")
+    over = {"compute.matrix.tile.m": [64, 128, 64, 256], "compute.matrix.tile.n": 8,
+            "compute.matrix.tile.k": 16,
+            "compute.matrix.register_file": ["256 KiB", "256 KiB", "64 KiB", "1 MiB"],
+            "interconnect.chips_per_node": [8, 8, 2, 4]}
+    kw = dict(phase="prefill", batch=1, seq_in=300, precision="bf16", chips=4, tp=4)
+    many = dse.evaluate(H100, llama, overrides=over, **kw)
+    for i in range(4):
+        one = dse.evaluate(H100, llama, overrides={k: (v[i] if isinstance(v, list) else v)
+                                                   for k, v in over.items()}, **kw)
+        np.testing.assert_allclose(many.metrics["ttft_s"][i], one.metrics["ttft_s"][0],
+                                   rtol=1e-12)
+        np.testing.assert_array_equal(many.ops_bound_code[i], one.ops_bound_code[0])
+    ttft = many.metrics["ttft_s"]
+    assert len(set(np.round(ttft, 12))) == 4  # each variable changes the answer
+    assert ttft[2] > ttft[0]  # 2 chips per node: the 4-way all-reduces leave the node
+    with pytest.raises(DseError, match="no native tile; give m, n and k"):
+        design_batch(dse.load_hardware("xeon-gold-6242"), {"compute.matrix.tile.m": 128})

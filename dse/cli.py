@@ -152,9 +152,9 @@ def _int_list(text: str | None, option: str, words: tuple[str, ...] = ()
         values = [v.strip() if v.strip() in words else int(v) for v in text.split(",")
                   if v.strip()]
     except ValueError:
-        also = f" or {', '.join(words)}" if words else ""
-        raise DseError(f"{option}: expected whole numbers{also} separated by commas, "
-                       f"found '{text}'") from None
+        also = f" or {' or '.join(words)}" if words else ""
+        raise DseError(f"{option}: expected a whole number{also} (or several, "
+                       f"comma-separated), found '{text}'") from None
     if not values:
         raise DseError(f"{option}: expected at least one value")
     return values
@@ -194,7 +194,7 @@ def workload(
                        f"found '{convention}'")
     spec = load_workload(name)
     docs = []
-    for b, si, so in itertools.product(_int_list(batch, "--batch", ("max", "best")),
+    for b, si, so in itertools.product(_int_list(batch, "--batch", _batch_words()),
                                        _int_list(seq_in, "--seq-in"),
                                        _int_list(seq_out, "--seq-out")):
         sc_name, sc = resolve_scenario(spec, scenario, phase=phase, batch=b, seq_in=si,
@@ -257,21 +257,6 @@ def _batch_words() -> tuple[str, ...]:
                  for w in get_args(a))
 
 
-def _batches(text: str) -> list[int | str]:
-    words = _batch_words()
-    out: list[int | str] = []
-    for item in (v.strip() for v in text.split(",")):
-        if item in words:
-            out.append(item)
-            continue
-        try:
-            out.append(int(item))
-        except ValueError:
-            raise DseError(f"--batch: expected a whole number or {' or '.join(words)} (or "
-                           f"several, comma-separated), found '{text}'") from None
-    return out
-
-
 def _sweep_values(phase: str | None, batch: str | None, seq_in: str | None,
                   seq_out: str | None, precision: str | None,
                   sets: list[str] | None) -> dict[str, list[Any]]:
@@ -280,7 +265,7 @@ def _sweep_values(phase: str | None, batch: str | None, seq_in: str | None,
     if phase is not None:
         values["phase"] = [phase]
     if batch is not None:
-        values["batch"] = _batches(batch)
+        values["batch"] = _int_list(batch, "--batch", _batch_words())
     for key, text, option in (("seq_in", seq_in, "--seq-in"), ("seq_out", seq_out, "--seq-out")):
         if text is not None:
             values[key] = _int_list(text, option)

@@ -158,7 +158,7 @@ def test_workload_gemm_and_errors():
     assert json.loads(result.stdout)["flops"] == 2 * 1024**3
     for args, message in [
         (["gemm:1x2"], "expected gemm:MxNxK"),
-        (["llama2-7b", "--seq-in", "12a"], "--seq-in: expected whole numbers"),
+        (["llama2-7b", "--seq-in", "12a"], "--seq-in: expected a whole number"),
         (["llama2-7b", "--convention", "nope"], "--convention: expected one of"),
         (["llama2-7b", "--phase", "decoding"], "phase"),
         (["no-such-model"], "unknown workload 'no-such-model'"),
@@ -222,4 +222,4 @@ def test_workload_accepts_max_and_best_per_sequence():
         assert result.exit_code == 0, result.output
         assert f"batch {word} depends on the hardware" in result.output
     bad = run("workload", "llama2-7b", "--batch", "many")
-    assert bad.exit_code == 2 and "expected whole numbers or max, best" in bad.output
+    assert bad.exit_code == 2 and "expected a whole number or max or best" in bad.output

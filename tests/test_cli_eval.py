@@ -239,7 +239,7 @@ def test_ops_gives_the_operators_of_every_design_in_long_form():
     (["--chips", "3", "--tp", "2"], "not a multiple of tp x pp"),
     (["--batch", "lots"], "--batch: expected a whole number or max"),
     (["--batch", "1,x"], "--batch: expected a whole number or max"),
-    (["--seq-in", "12a"], "--seq-in: expected whole numbers"),
+    (["--seq-in", "12a"], "--seq-in: expected a whole number"),
     (["--scenario", "nope"], "unknown scenario 'nope'"),
     (["--phase", "training"], "training is not modelled yet"),
 ])

@@ -44,9 +44,10 @@ from dse.model.batch import DesignBatch, design_batch
 from dse.model.execution import Execution
 from dse.model.parallel import chip_ops, collective_times
 from dse.model.performance import op_times
-from dse.model.placement import WORKSPACE, Footprint, Placement, place
+from dse.model.placement import WORKSPACE, Placement, place
 from dse.model.power import StepEnergy, chip_power, step_energy
 from dse.model.stages import (
+    INTERCONNECT,
     LATENCY_PHASES,
     Step,
     access,
@@ -101,7 +102,6 @@ class Evaluation:
     power_limited: np.ndarray | None = None  # [N] bool: slowed to fit the TDP (with tech)
     energy: StepEnergy | None = None  # per chip and step, unthrottled (with tech)
     warnings: tuple[str, ...] = ()  # legal but suspect inputs (lengths beyond the context)
-    execution: Execution | None = None
 
     @property
     def n(self) -> int:
@@ -119,8 +119,8 @@ class Evaluation:
     def ops_bound(self) -> np.ndarray:
         """[N, J] str: compute, a level name, overhead or interconnect."""
         labels = np.array(["interconnect", "overhead", "compute", *self.level_names],
-                          dtype=object)
-        return labels[self.ops_bound_code + 2]
+                          dtype=object)  # codes INTERCONNECT, OVERHEAD, 0, 1 + level
+        return labels[self.ops_bound_code - INTERCONNECT]
 
     def columns(self) -> dict[str, np.ndarray]:
         """One array per column, one row per design: overrides (paths as given, SI values),
@@ -164,7 +164,6 @@ class Run:
 
     step: Step
     placement: Placement
-    footprint: Footprint
     feasible: np.ndarray
     reason: np.ndarray
     metrics: dict[str, np.ndarray]
@@ -237,7 +236,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
         memory_bytes=run.placement.used, level_names=db.level_names, ops_name=step.names,
         ops_count=step.count, ops_flops=step.flops, op_traffic=step.traffic,
         ops_time=step.time, ops_bound_code=step.bound, power_limited=limited, energy=energy,
-        warnings=tuple(warnings), execution=ex)
+        warnings=tuple(warnings))
 
 
 def size(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution) -> np.ndarray:
@@ -328,7 +327,7 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
                                  f"{units.format_quantity(sc.latency_target, units.TIME)}",
                            reasons)
         feasible = reasons == ""
-    return Run(step=st, placement=placed, footprint=fp, feasible=feasible, reason=reasons,
+    return Run(step=st, placement=placed, feasible=feasible, reason=reasons,
                metrics=metrics)
 
 

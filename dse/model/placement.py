@@ -38,9 +38,6 @@ class Footprint:
     def __getitem__(self, name: str) -> np.ndarray:
         return self.bytes.get(name, np.zeros(()))
 
-    def total(self) -> np.ndarray:
-        return sum(self.bytes.values(), np.zeros(()))
-
 
 @dataclass(frozen=True)
 class Rule:

@@ -217,7 +217,7 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
     cap_unit, bw_unit, frac, stacks, channels = [], [], [], [], []
     for lv in spec.memory:
         at = f"memory.{lv.name}"
-        scale = np.ones(n)
+        scale: dict[str, np.ndarray] = {}  # effect -> factor of its coupled cause
         for cause, effects in COUPLED.items():
             if not v.given(f"{at}.{cause}"):
                 continue
@@ -231,11 +231,10 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
                 raise DseError(f"--set {at}.{cause}: '{lv.name}' gives no {cause} to scale "
                                f"its {' and '.join(effects)} from; give them too")
             if old is not None:
-                scale = v.get(f"{at}.{cause}", None) / old
-        cap_unit.append(v.get(f"{at}.capacity", lv.capacity) if v.given(f"{at}.capacity")
-                        else v.get(f"{at}.capacity", lv.capacity) * scale)
-        bw_unit.append(v.get(f"{at}.bandwidth", lv.bandwidth) if v.given(f"{at}.bandwidth")
-                       else v.get(f"{at}.bandwidth", lv.bandwidth) * scale)
+                factor = v.get(f"{at}.{cause}", None) / old
+                scale.update({e: factor for e in effects if not v.given(f"{at}.{e}")})
+        cap_unit.append(v.get(f"{at}.capacity", lv.capacity) * scale.get("capacity", 1.0))
+        bw_unit.append(v.get(f"{at}.bandwidth", lv.bandwidth) * scale.get("bandwidth", 1.0))
         frac.append(v.get(f"{at}.achievable.fraction",
                           lv.achievable.fraction if lv.achievable else 1.0))
         stacks.append(v.get(f"{at}.stacks", lv.stacks or 0))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dse import units
 from dse.errors import DseError
 from dse.spec.hardware import CHANNEL_INTERFACES, HBM_INTERFACES, PRECISIONS, HardwareSpec
 from dse.spec.vocabulary import COUPLED, canonical, convert
@@ -111,7 +112,7 @@ class _Values:
                 cyc = [False]  # plain numbers: SI values, never per cycle
             else:
                 items = value if isinstance(value, list | tuple | np.ndarray) else [value]
-                cyc = [isinstance(v, str) and "cycle" in v
+                cyc = [isinstance(v, str) and units.is_per_cycle(v)
                        for v in np.asarray(items, dtype=object).ravel()]
             if any(cyc) and not all(cyc):
                 raise DseError(f"--set {path}: give every value per cycle or none")

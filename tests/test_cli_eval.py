@@ -67,7 +67,8 @@ def test_json_follows_the_schema():
     assert set(doc["metrics"]) == {"latency_s", "ttft_s", "decode_tokens_per_s",
                                    "output_tokens_per_s", "samples_per_s",
                                    "achieved_flop_per_s", "tokens_per_s_per_chip",
-                                   "power_w", "energy_per_token_j", "energy_per_sample_j",
+                                   "power_w", "clock_hz", "energy_per_token_j",
+                                   "energy_per_sample_j",
                                    "energy_per_step_j", "area_mm2", "memory_bytes"}
     assert doc["metrics"]["ttft_s"] is None and doc["metrics"]["samples_per_s"] is None
     # Power and energy per token come with the spec's process node (n4).

@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -57,10 +58,10 @@ def test_unmodelled_rows_are_listed_with_a_reason(rows):
     assert "dlrm-dcnv2" in skipped["M127"]
 
 
-def test_software_effect_is_reported_not_hidden(rows):
+def test_bert_runs_the_squad_lengths_the_harness_runs(rows):
     bert = next(r for r in rows if r.id == "M096")
-    assert bert.note and "padding" in bert.note
-    assert bert.rel_error < 0  # the full-length model does more work than the padding-free run
+    assert bert.note is None  # padding skipping is modelled (lengths: squad-v1.1), not noted
+    assert bert.rel_error > -0.25  # at the full 384 tokens the model gave -50%
 
 
 def test_validate_json_and_plot(tmp_path):
@@ -114,10 +115,11 @@ def test_unknown_hardware_row_is_skipped_not_fatal(tmp_path):
     assert rows[1].rel_error is not None
 
 
-def test_no_measured_case_is_power_limited():
-    """The shipped chips ran these cases within their TDP; the power model agrees (its GPU
-    energy per FLOP comes from GEMMs at the TDP, so a violation would mean inconsistent
-    constants)."""
+def test_no_measured_case_is_throttled_far_below_its_rated_clock():
+    """The shipped chips ran these cases at their TDP at most; each chip's energies are
+    calibrated so a large GEMM at its measured rate draws exactly its TDP, so a case may
+    sit at the TDP but only a few percent below the rated clock (a deep throttle would
+    mean inconsistent constants)."""
     from dse.model import evaluate
     from dse.spec.load import library_names, load_design, load_workload
 
@@ -134,5 +136,6 @@ def test_no_measured_case_is_power_limited():
                       seq_in=int(r["seq_in"]) if r["seq_in"] else None,
                       seq_out=int(r["seq_out"]) if r["seq_out"] else None,
                       chips=r["chips"], tp=r["tp"], pp=r["pp"], tech=tech)
-        assert not ev.power_limited[0], r["id"]
-        assert spec.tdp is None or ev.metrics["power_w"][0] <= spec.tdp
+        clock = ev.metrics["clock_hz"][0] / spec.compute.clock
+        assert clock >= 0.97 or not np.isfinite(clock), (r["id"], clock)
+        assert spec.tdp is None or ev.metrics["power_w"][0] <= spec.tdp * (1 + 1e-9)

@@ -62,6 +62,9 @@ class DesignBatch:
     host_link_lanes: np.ndarray  # [N] (NaN: not given)
     topology: str | None
     chips_per_node: int | np.ndarray  # [N] where designs differ
+    matrix_energy: dict[str, np.ndarray]  # precision -> [N] J per matrix FLOP at the rated
+    # clock (the spec's `power`; empty: calibrated at evaluation)
+    active_per_unit: np.ndarray  # [N] W per unit clocked while running (NaN: no `power`)
     overrides: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
@@ -283,6 +286,10 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
                                   hl.bandwidth if hl else 0.0),
         host_link_lanes=v.get("interconnect.host_link.lanes", hl.lanes if hl else None),
         topology=ic.topology if ic else None,
+        matrix_energy={p: v.get(f"power.matrix_energy.{p}", e)
+                       for p, e in (spec.power.matrix_energy.items() if spec.power else ())},
+        active_per_unit=v.get("power.active_per_unit",
+                              (spec.power.active_per_unit or 0.0) if spec.power else None),
         chips_per_node=(v.get("interconnect.chips_per_node", ic.chips_per_node)
                         if ic and v.given("interconnect.chips_per_node")
                         else (ic.chips_per_node if ic else 1)),

@@ -42,10 +42,11 @@ from dse.errors import DseError
 from dse.model.area import PADDING, area
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.execution import Execution
+from dse.model.operating_point import CALIBRATION_GEMM, calibrate
 from dse.model.parallel import chip_ops, collective_times
 from dse.model.performance import op_times
 from dse.model.placement import WORKSPACE, Placement, place
-from dse.model.power import StepEnergy, chip_power, step_energy
+from dse.model.power import StepEnergy, chip_power, step_energy, step_terms
 from dse.model.stages import (
     INTERCONNECT,
     LATENCY_PHASES,
@@ -59,13 +60,15 @@ from dse.model.stages import (
 )
 from dse.spec.hardware import HardwareSpec
 from dse.spec.technology import TechSpec
-from dse.spec.workload import Scenario, WorkloadSpec
+from dse.spec.workload import Scenario, WorkloadSpec, gemm_from_name
 from dse.workloads import execution_issues, lower, resolve_scenario
 from dse.workloads.optable import CLASSES
+from dse.workloads.serving import batch_limit, engine_of, iteration
 
-POWER_METRICS = ("power_w", "energy_per_token_j", "energy_per_sample_j", "energy_per_step_j",
+POWER_METRICS = ("power_w", "clock_hz", "energy_per_token_j", "energy_per_sample_j",
+                 "energy_per_step_j",
                  "area_mm2")
-_TIME_METRICS = ("latency_s", "ttft_s")
+_TIME_METRICS = ("latency_s", "ttft_s", "tpot_s")
 # batch best: candidate batches per design, geometric from 1 to the most that fit, then a
 # second, linear pass between the neighbours of the best one. Throughput is flat near its
 # maximum, so two passes of 12 find it within 1% of a fine grid (tests/model/test_pipeline.py).
@@ -240,19 +243,31 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
 
 
 def size(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution) -> np.ndarray:
-    """[N] the most sequences per replica whose memory fits (stage `size`): the KV cache at
-    the steady-state context plus the activation workspace per sequence, beside the
-    weights."""
-    table = lower(wl, sc.model_copy(update={"batch": 1}))
+    """[N] the most sequences per replica whose memory fits (stage `size`): the KV cache each
+    sequence holds (serve: as the engine's admission policy reserves it, over the share of
+    free memory the engine gives the cache) plus the activation workspace, beside the
+    weights; serve also within the engine's max batch and token budget. The workspace is
+    the largest operator's, each affine in the batch (its intercept and slope from the
+    lowering at 1 and 2 sequences), so the answer is exact: the next sequence does not fit."""
+    table = lower(wl, sc.model_copy(update={"batch": 1}), batch=np.array([1.0, 2.0]))
     ops, _ = chip_ops(table, ex)
-    fp = footprint(table, ops, ex)
-    grows = {c.name for c in CLASSES if c.per_sequence} | {WORKSPACE}
-    per_seq = sum((fp[c] for c in grows), np.zeros(()))
-    fixed = sum((fp[c] for c in fp.bytes if c not in grows), np.zeros(()))
-    _reject(not np.all(per_seq > 0),
+    ws = activation_bytes(ops)  # [2, I]
+    fp = footprint(table, ops, ex, ws)
+    grows = {c.name for c in CLASSES if c.per_sequence}
+    held = sum((np.broadcast_to(fp[c], (2,)) for c in grows), np.zeros(2))
+    fixed = sum((np.broadcast_to(fp[c], (2,))[0] for c in fp.bytes
+                 if c not in grows and c != WORKSPACE), np.zeros(()))
+    slope = held[1] - held[0] + ws[1] - ws[0]  # [I] bytes per sequence with operator i
+    base = ws[0] - (ws[1] - ws[0])  # [I] workspace at no sequences
+    _reject(not np.any(slope > 0),
             f"{wl.name}: batch {sc.batch} needs per-sequence memory to size")
     free = db.resident_capacity.sum(axis=1) - fixed
-    return np.floor(np.maximum(free, 0.0) / per_seq)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fits = np.where(slope > 0, (free[:, None] - base) / slope, np.inf)
+    most = np.floor(np.maximum(fits.min(axis=1), 0.0))
+    if sc.phase == "serve":
+        most = np.minimum(most, batch_limit(sc.seq_in, sc.seq_out, engine_of(sc)))
+    return most
 
 
 def _best(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
@@ -288,9 +303,7 @@ def _meets(metrics: dict[str, np.ndarray], sc: Scenario) -> np.ndarray:
     per batch for inference); all of them without a target."""
     if sc.latency_target is None:
         return np.ones(len(metrics["latency_s"]), dtype=bool)
-    with np.errstate(divide="ignore"):
-        per_token = 1.0 / metrics["decode_tokens_per_s"] if sc.phase == "serve" \
-            else metrics["latency_s"]
+    per_token = metrics["tpot_s"] if sc.phase == "serve" else metrics["latency_s"]
     return per_token <= sc.latency_target
 
 
@@ -300,9 +313,13 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     """One pass of the pipeline. `batch`: [N] sequences per replica (None: the scenario's
     batch, ceil(batch / dp) per replica); `sequences`: of the whole system."""
     if batch is None:
-        table = lower(wl, sc.model_copy(update={"batch": math.ceil(sc.batch / ex.dp)}))
+        per_replica = float(math.ceil(sc.batch / ex.dp))
+        table = lower(wl, sc.model_copy(update={"batch": int(per_replica)}))
     else:
+        per_replica = batch
         table = lower(wl, sc, batch=batch)
+    serve = sc.phase == "serve"
+    it = iteration(per_replica, sc.seq_in, sc.seq_out, engine_of(sc)) if serve else None
     ops, coll = chip_ops(table, ex, stages_in_sequence=sc.phase in LATENCY_PHASES, own=True)
     ws = activation_bytes(ops)
     fp = footprint(table, ops, ex, ws)
@@ -319,7 +336,13 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     reasons = np.where(st.no_link & (reasons == ""),
                        f"{ex.model_split if ex.model_split > 1 else ex.chips} chips must "
                        f"communicate but {db.spec.name} has no chip-to-chip links", reasons)
-    metrics = phase_metrics(table.facts, st, sequences, ex.chips, table.total_flops)
+    if serve:
+        limit = batch_limit(sc.seq_in, sc.seq_out, engine_of(sc))
+        reasons = np.where((np.broadcast_to(per_replica, (db.n,)) > limit) & (reasons == ""),
+                           f"{np.max(per_replica):.0f} sequences in flight per replica "
+                           f"exceed the {limit:.0f} the serving engine allows (scenario "
+                           f"engine: max_batch, max_tokens_per_iteration)", reasons)
+    metrics = phase_metrics(table.facts, st, sequences, ex.chips, table.total_flops, it)
     feasible = reasons == ""
     if target and sc.latency_target is not None:
         slow = feasible & ~_meets(metrics, sc)
@@ -334,24 +357,34 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
 def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dict,
                 chips: int, stages: int, reason: np.ndarray, reticle: bool,
                 area_budget: float | None = None) -> tuple:
-    """Metrics with power and energy added and a TDP applied (stage `power`); see
-    dse.model.power and dse.model.area."""
-    energy = step_energy(db, tech, st.precision, st.matrix, st.count, st.flops,
-                         st.traffic,
-                         st.link_bytes)
+    """Metrics with power and energy added and the clock a TDP allows (stage `power`); see
+    dse.model.power, dse.model.operating_point and dse.model.area."""
     die = area(db, tech, reticle=reticle)
+    # Static power leaks from the transistors: padding added for die edge holds none.
+    content = die.total_mm2 - die.components.get(PADDING, 0.0)
+    static_w = tech.energy.static.per_area * content
+    calibrated, active = None, db.active_per_unit
+    if not db.matrix_energy:
+        # Calibrated on the chip as its file gives it: designs varied from it (more units,
+        # another TDP) keep its energy per operation and move along the DVFS curve.
+        own, active = _operating_point(design_batch(db.spec), tech)
+        if all(np.isfinite(v).all() for v in own.values()):  # else no TDP: node constants
+            calibrated = {p: np.broadcast_to(v, (db.n,)) for p, v in own.items()}
+        active = np.broadcast_to(np.nan_to_num(active, nan=0.0), (db.n,))
+    energy = step_energy(db, tech, st.precision, st.matrix, st.count, st.flops, st.traffic,
+                         st.link_bytes, calibrated)
     # A latency-phase listing covers every pipeline stage; each chip runs 1/pp of it.
     chip_energy = StepEnergy(energy.compute / stages, energy.memory / stages,
                              energy.links / stages)
-    # Static power leaks from the transistors: padding added for die edge holds none.
-    content = die.total_mm2 - die.components.get(PADDING, 0.0)
-    pw = chip_power(chip_energy.total, st.total, tech.energy.static.per_area * content,
-                    db.tdp)
-    s = np.where(np.isfinite(pw.stretch), pw.stretch, 1.0)
+    terms = step_terms(db, st.count / stages, st.time, st.compute, st.traffic)
+    pw = chip_power(db, chip_energy, terms, static_w,
+                    np.nan_to_num(active, nan=0.0) * db.units, db.tdp)
+    s = pw.stretch
     m = {k: (v * s if k in _TIME_METRICS else v / s) for k, v in raw.items()}
     system_w = chips * pw.power_w
     nan = np.full(db.n, np.nan)
     m["power_w"] = pw.power_w
+    m["clock_hz"] = db.clock * pw.clock_ratio if np.any(db.clock > 0) else nan
     m["energy_per_step_j"] = system_w * st.total * s
     m["area_mm2"] = die.total_mm2
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -373,9 +406,27 @@ def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: di
             why.append(f"a die area of {die.total_mm2[i]:.0f} mm2 exceeds the area budget of "
                        f"{area_budget:.0f} mm2")
         if not pw.feasible[i]:
-            why.append(f"static power {pw.static_w[i]:.0f} W of a {die.total_mm2[i]:.0f} mm2 "
-                       f"die exceeds the {db.tdp[i]:.0f} W TDP")
+            why.append(f"{pw.reason[i]} (a {die.total_mm2[i]:.0f} mm2 die)")
         reason[i] = "; ".join(why)
     return m, pw.limited, chip_energy, reason, pw.feasible & die.feasible & fits
 
 
+def _operating_point(db: DesignBatch,
+                     tech: TechSpec) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Energy per matrix FLOP and clocked power per unit of a chip whose file gives none,
+    calibrated on a large GEMM at its TDP (dse.model.operating_point); NaN without a TDP."""
+    die = area(db, tech, reticle=False)
+    static_w = tech.energy.static.per_area * (die.total_mm2 - die.components.get(PADDING, 0.0))
+    wl = gemm_from_name(CALIBRATION_GEMM)
+    ex = Execution()
+
+    def run(p: str) -> Step:
+        sc = wl.scenarios["gemm"].model_copy(update={"precision": p})
+        return _run(db, wl, sc, ex, None, 1.0).step
+
+    def moved(st: Step) -> tuple[np.ndarray, np.ndarray]:
+        e = step_energy(db, tech, st.precision, st.matrix, st.count, st.flops, st.traffic,
+                        st.link_bytes)
+        return e.memory.sum(axis=1) + e.links, np.einsum("nj,nj->n", st.count, st.flops)
+
+    return calibrate(db, static_w, run, moved)

@@ -1,14 +1,24 @@
 """Power and energy of evaluated designs: the energy of the FLOPs, bytes and link traffic the
-performance model counted, plus static power over the modelled die area. Pure numpy.
+performance model counted, plus static power over the modelled die area, and the clock a
+TDP allows (DVFS). Pure numpy.
 
-Per chip and step (T seconds):
-    E_dyn  = sum over operators of count x (FLOPs x e_op(precision, engine)
-             + sum over levels of bytes_l x e_byte(kind of level l))
-             + sum over collectives of count x bytes sent x e_byte(c2c)
-    P      = P_static + E_dyn / T,   P_static = static W/mm^2 x die area
-A design whose P exceeds its TDP is power-limited: its clocks drop until it fits, which a
-first-order model (energy per operation unchanged) captures by stretching the step to
-T' = E_dyn / (TDP - P_static); its metrics are scaled accordingly and flagged.
+Per chip and step, at the rated clock (clock ratio s = 1; T seconds):
+    E_core = sum over operators of count x (FLOPs x e_op(precision, engine)
+             + sum over on-chip levels of bytes_l x e_byte(level))
+    E_off  = sum over off-chip levels of bytes_l x e_byte(level) + link bytes x e_byte(c2c)
+    P      = P_static + P_active + (E_core + E_off) / T,  P_static = W/mm^2 x die area,
+             P_active = active W per unit x units (clocked cores, whatever they compute)
+Dynamic voltage and frequency scaling: at clock ratio s the core voltage is
+v(s) = max(VOLTAGE_FLOOR, s) of its rated value (V rises with f across the DVFS range), so
+core energy per operation scales with v^2 and the clocked cores' power with s v^2 (about
+s^3); DRAM, host and link energy per byte do not depend on the core clock. Every
+operator's compute and on-chip memory time stretches by 1/s, its off-chip memory time does
+not, and fixed costs and collectives stay as they are:
+    T(s)   = sum over operators of count x (max(compute / s, on-chip / s, off-chip) +
+             overhead) + collectives
+    P(s)   = P_static + P_active s v(s)^2 + (v(s)^2 E_core + E_off) / T(s)
+A chip whose P(1) exceeds its TDP runs at the largest s with P(s) <= TDP (P rises with s,
+so bisection finds it); its step takes T(s) and its metrics are scaled by T(s) / T(1).
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ import numpy as np
 
 from dse.model.batch import DesignBatch
 from dse.model.performance import FALLBACK, executed_precision
-from dse.spec.hardware import interface_family
+from dse.spec.hardware import ON_CHIP_KINDS, interface_family
 from dse.spec.technology import OpEnergy, TechSpec
 
 
@@ -75,21 +85,43 @@ def _op_energy(table: OpEnergy, precision: str) -> float:
     raise AssertionError("a node file always has bf16 or fp16")  # pragma: no cover
 
 
+def matrix_op_energy(db: DesignBatch, tech: TechSpec, precision: str,
+                     calibrated: dict[str, np.ndarray] | None = None) -> np.ndarray:
+    """[N] J per matrix FLOP at `precision` (as the engine executes it) at the rated clock:
+    the chip's own figure (`power.matrix_energy`, or `calibrated` when it gives none); a
+    precision it does not list costs a listed one's energy x the ratio of their peaks (equal
+    power at peak); the node's per-style constant where the chip has neither."""
+    table = calibrated if calibrated is not None else db.matrix_energy
+    p = executed_precision(db.matrix_peak, precision)
+    if p in table:
+        return np.broadcast_to(table[p], (db.n,))
+    ref = next((q for q in table if q in db.matrix_peak), None)
+    if ref is not None and p in db.matrix_peak:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return table[ref] * db.matrix_peak[ref] / db.matrix_peak[p]
+    style = db.spec.compute.style or "gpu"
+    return np.full(db.n, _op_energy(getattr(tech.energy, style), p))
+
+
 def step_energy(db: DesignBatch, tech: TechSpec, precision: np.ndarray, matrix: np.ndarray,
                 count: np.ndarray, flops: np.ndarray, traffic: np.ndarray,
-                link_bytes: np.ndarray) -> StepEnergy:
-    """Energy of the operators and collectives of one step, per chip as listed (the caller
-    divides by the pipeline stages a latency-phase listing covers). precision, matrix: [J];
-    link_bytes: [J] or [N, J]; count, flops: [N, J]; traffic: [N, I, L] bytes per
-    instance of the first I (the operators; collectives move no bytes through levels)."""
-    style = db.spec.compute.style or "gpu"
-    m_table: OpEnergy = getattr(tech.energy, style)
-    per_op = np.array([
-        _op_energy(m_table, executed_precision(db.matrix_peak, p)) if is_m and p
-        else _op_energy(tech.energy.vector, executed_precision(db.vector_peak, p)) if p
-        else 0.0
-        for p, is_m in zip(precision, matrix, strict=True)])
-    compute = (count * flops) @ per_op if per_op.size else np.zeros(db.n)
+                link_bytes: np.ndarray,
+                calibrated: dict[str, np.ndarray] | None = None) -> StepEnergy:
+    """Energy of the operators and collectives of one step at the rated clock, per chip as
+    listed (the caller divides by the pipeline stages a latency-phase listing covers).
+    precision, matrix: [J]; link_bytes: [J] or [N, J]; count, flops: [N, J]; traffic:
+    [N, I, L] bytes per instance of the first I (the operators; collectives move no bytes
+    through levels); `calibrated`: matrix energies for a chip without its own."""
+    per_op = np.zeros((db.n, len(precision)))
+    for p in {str(q) for q in precision if q}:
+        cols = np.array([q == p for q in precision])
+        m_cols, v_cols = cols & matrix, cols & ~matrix
+        if m_cols.any():
+            per_op[:, m_cols] = matrix_op_energy(db, tech, p, calibrated)[:, None]
+        if v_cols.any():
+            per_op[:, v_cols] = _op_energy(tech.energy.vector,
+                                           executed_precision(db.vector_peak, p))
+    compute = np.einsum("nj,nj->n", count * flops, per_op)
     ops = traffic.shape[1]  # traffic covers the first operators; collectives move none
     memory = np.einsum("nj,njl->nl", count[:, :ops], traffic) * level_energy(db, tech)[None, :]
     links = (count * link_bytes).sum(axis=-1) * tech.energy.memory.per_byte["c2c"] \
@@ -97,31 +129,118 @@ def step_energy(db: DesignBatch, tech: TechSpec, precision: np.ndarray, matrix: 
     return StepEnergy(compute=compute, memory=memory, links=links)
 
 
+# DVFS. Core voltage rises with the clock across the DVFS range, so energy per operation
+# scales with V^2 and clocked power with f V^2. We take V proportional to f down to a floor:
+# GPU voltage/frequency tables span roughly 0.65-1.1 V over their upper clock range (NVIDIA
+# GPUs report ~0.7 V at their lowest P-state clocks and ~1.05-1.1 V at boost; Guerreiro et
+# al., "GPU static modeling using PTX and deep structured learning", IEEE Access 2019, and
+# Mei et al., "A survey and measurement study of GPU DVFS on energy conservation", 2017,
+# measure core voltage falling roughly linearly with frequency above ~60% of the top
+# clock): VOLTAGE_FLOOR = 0.65 of the rated voltage. Below it power falls only linearly.
+VOLTAGE_FLOOR = 0.65
+# The lowest clock the solver will choose, as a share of the rated clock (H100: 210 MHz of
+# 1.98 GHz is its lowest supported application clock, nvidia-smi -q -d SUPPORTED_CLOCKS).
+MIN_CLOCK = 0.1
+_BISECTIONS = 40  # halvings of [MIN_CLOCK, 1]: the clock to within 1e-12
+
+
+@dataclass(frozen=True)
+class StepTerms:
+    """One step's time at the rated clock split by how it follows the core clock, [N, J]
+    per instance with counts: `scaled` (compute and on-chip memory terms, max of the two),
+    `fixed` (off-chip memory terms), `overhead` (per-launch costs and collectives)."""
+
+    count: np.ndarray
+    scaled: np.ndarray
+    fixed: np.ndarray
+    overhead: np.ndarray
+
+    def total(self, s: np.ndarray) -> np.ndarray:
+        """[N] step time at clock ratio s ([N])."""
+        t = np.maximum(self.scaled / s[:, None], self.fixed) + self.overhead
+        return np.einsum("nj,nj->n", self.count, t)
+
+
+def step_terms(db: DesignBatch, count: np.ndarray, time: np.ndarray, compute: np.ndarray,
+               traffic: np.ndarray) -> StepTerms:
+    """Split each operator's time (`time`, [N, J]: the first I operators then collectives)
+    into its clock-scaled, fixed and overhead parts from its compute time ([N, I]) and its
+    bytes per level ([N, I, L]) over the achieved bandwidths."""
+    i, on = traffic.shape[1], on_chip(db)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_level = np.nan_to_num(traffic / db.bandwidth[:, None, :], nan=0.0)
+    scaled = np.zeros_like(time)
+    fixed = np.zeros_like(time)
+    comp = np.where(np.isfinite(compute), compute, 0.0)
+    scaled[:, :i] = np.maximum(comp, per_level[:, :, on].max(axis=2, initial=0.0))
+    fixed[:, :i] = per_level[:, :, ~on].max(axis=2, initial=0.0)
+    roof = np.maximum(scaled, fixed)
+    overhead = np.maximum(time - roof, 0.0)  # launches x op_overhead; collectives whole
+    overhead[:, i:] = time[:, i:]
+    return StepTerms(count=count, scaled=scaled, fixed=fixed, overhead=overhead)
+
+
+def on_chip(db: DesignBatch) -> np.ndarray:
+    """[L] bool: levels on the die, whose energy per byte follows the core voltage."""
+    return np.array([k in ON_CHIP_KINDS for k in db.level_kinds])
+
+
 @dataclass(frozen=True)
 class PowerResult:
-    """Average power of one chip and the stretch a TDP imposes, [N] arrays."""
+    """Average power of one chip and the clock a TDP allows, [N] arrays."""
 
     power_w: np.ndarray  # average power per chip, W (at most the TDP)
     static_w: np.ndarray
-    demand_w: np.ndarray  # what the chip would draw at the unthrottled step time
-    stretch: np.ndarray  # step time multiplier (1: not power-limited)
+    demand_w: np.ndarray  # what the chip would draw at the rated clock
+    clock_ratio: np.ndarray  # core clock / rated clock (1: not power-limited)
+    stretch: np.ndarray  # step time multiplier T(s) / T(1) (1: not power-limited)
     limited: np.ndarray  # bool: power-limited
-    feasible: np.ndarray  # bool: False when static power alone exceeds the TDP
+    feasible: np.ndarray  # bool: False when the TDP cannot be met at any clock
+    reason: np.ndarray  # why not, per design ("" where feasible)
 
 
-def chip_power(energy_j: np.ndarray, step_s: np.ndarray, static_w: np.ndarray,
-               tdp_w: np.ndarray) -> PowerResult:
-    """Average power per chip from dynamic energy per step, step time and static power,
-    capped at `tdp_w` ([N] W, NaN: no cap) by stretching the step (first-order DVFS)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        dynamic = np.where(step_s > 0, energy_j / step_s, 0.0)
-    demand = static_w + dynamic
+def chip_power(db: DesignBatch, energy: StepEnergy, terms: StepTerms, static_w: np.ndarray,
+               active_w: np.ndarray, tdp_w: np.ndarray) -> PowerResult:
+    """Average power per chip and the clock its TDP allows (`tdp_w`, [N] W, NaN: no cap):
+    energy at the rated clock, the step's time terms, static and clocked-core power, [N]."""
+    on = on_chip(db)
+    e_core = energy.compute + energy.memory[:, on].sum(axis=1)
+    e_off = energy.memory[:, ~on].sum(axis=1) + energy.links
+    ones = np.ones(db.n)
+    t1 = terms.total(ones)
+
+    def power(s: np.ndarray, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+        v2 = np.maximum(VOLTAGE_FLOOR, s) ** 2
+        sub = StepTerms(terms.count[rows], terms.scaled[rows], terms.fixed[rows],
+                        terms.overhead[rows])
+        t = sub.total(s)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dyn = np.where(t > 0, (v2 * e_core[rows] + e_off[rows]) / t, 0.0)
+        return static_w[rows] + active_w[rows] * s * v2 + dyn
+
+    demand = power(ones)
     capped = np.isfinite(tdp_w)
-    headroom = np.where(capped, tdp_w - static_w, np.inf)
-    feasible = headroom > 0
+    limited = capped & (demand > tdp_w * (1.0 + 1e-12))
+    s = ones.copy()
+    rows = np.flatnonzero(limited)
+    if rows.size:
+        lo, hi = np.full(rows.size, MIN_CLOCK), np.ones(rows.size)
+        for _ in range(_BISECTIONS):
+            mid = 0.5 * (lo + hi)
+            fits = power(mid, rows) <= tdp_w[rows]
+            lo, hi = np.where(fits, mid, lo), np.where(fits, hi, mid)
+        s[rows] = lo
+    power_w = np.where(limited, power(s), demand)
+    reason = np.full(db.n, "", dtype=object)
+    static_over = capped & (static_w >= tdp_w)
+    floor_over = capped & ~static_over & limited & (power_w > tdp_w * (1.0 + 1e-9))
+    for i in np.flatnonzero(static_over):
+        reason[i] = f"static power {static_w[i]:.0f} W exceeds the {tdp_w[i]:.0f} W TDP"
+    for i in np.flatnonzero(floor_over):
+        reason[i] = (f"{power_w[i]:.0f} W even at the lowest clock ({MIN_CLOCK:.0%} of the "
+                     f"rated one) exceeds the {tdp_w[i]:.0f} W TDP")
     with np.errstate(divide="ignore", invalid="ignore"):
-        stretch = np.where(feasible, np.maximum(1.0, dynamic / np.where(feasible, headroom,
-                                                                          1.0)), np.nan)
-    limited = feasible & (stretch > 1.0 + 1e-9)
-    power = np.where(feasible, static_w + dynamic / stretch, demand)
-    return PowerResult(power, static_w, demand, stretch, limited, feasible)
+        stretch = np.where(t1 > 0, terms.total(s) / t1, 1.0)
+    return PowerResult(power_w=np.minimum(power_w, np.where(capped, tdp_w, np.inf)),
+                       static_w=static_w, demand_w=demand, clock_ratio=s, stretch=stretch,
+                       limited=limited, feasible=~(static_over | floor_over), reason=reason)

@@ -51,6 +51,7 @@ class Step:
     flops: np.ndarray  # [N, J]
     traffic: np.ndarray  # [N, I, L] of the operators (collectives move none through levels)
     time: np.ndarray  # [N, J] s per instance
+    compute: np.ndarray  # [N, I] s per instance of the operators' compute term
     bound: np.ndarray  # [N, J] int codes
     total: np.ndarray  # [N] s
     decode: np.ndarray  # [N] s spent in decode-stage operators and collectives
@@ -134,6 +135,7 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
                               np.zeros((n, nc))], axis=1),
         traffic=t.traffic,
         time=time,
+        compute=t.compute,
         bound=np.concatenate([t.bound, np.full((n, nc), INTERCONNECT)], axis=1),
         total=per.sum(axis=1), decode=per[:, stage == "decode"].sum(axis=1),
         missing_rate=t.missing_rate, no_link=~np.all(np.isfinite(t_coll), axis=1))

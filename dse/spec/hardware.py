@@ -17,6 +17,7 @@ from dse.spec.types import (
     Area,
     Bandwidth,
     Bytes,
+    EnergyPerOp,
     FlopRate,
     Frequency,
     OpsPerCycle,
@@ -331,6 +332,24 @@ class Technology(Spec):
     a new die and inherits none of them."""
 
 
+class ChipPower(Spec):
+    """Dynamic power of the chip's compute at its rated clock (`compute.clock`) and core
+    voltage, per chip design: what the DVFS model scales when a TDP forces the clock down
+    (see dse.model.power). Derived designs inherit it, so a design with more units at the
+    same TDP runs slower clocks rather than drawing more watts."""
+
+    matrix_energy: dict[Precision, EnergyPerOp] = Field(min_length=1)
+    """Energy per matrix-engine FLOP at the rated clock, per precision, e.g. {bf16: 0.6
+    pJ/FLOP}; a precision not listed costs the listed one's energy scaled by the ratio of
+    their peak rates (equal power at peak)."""
+    active_per_unit: Power | None = None
+    """Power of one compute unit clocked at the rated clock while the chip runs, beyond the
+    energy of its operations (instruction issue, schedulers, clock tree): what memory-bound
+    work still draws from the cores. None: 0."""
+    source: str = Field(min_length=1)
+    """How the figures were calibrated (the operating point they reproduce)."""
+
+
 class HardwareSpec(Spec):
     """A chip: its compute, memory hierarchy (innermost first), interconnect, technology."""
 
@@ -348,6 +367,9 @@ class HardwareSpec(Spec):
     technology: Technology | None = None
     tdp: Power | None = None
     """Thermal design power (board or module), W."""
+    power: ChipPower | None = None
+    """Energy per operation of this chip's compute (calibrated at its TDP); None: calibrated
+    at evaluation from the chip's own TDP and achievable GEMM rate (dse.model.power)."""
     _per_cycle: frozenset[str] = PrivateAttr(default_factory=frozenset)
 
     @model_validator(mode="wrap")

@@ -1,0 +1,145 @@
+"""Power-limited clocks (DVFS) and the calibrated operating point of each chip."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+import dse
+from dse.model.batch import design_batch
+from dse.model.operating_point import ACTIVE_SHARE
+from dse.model.power import MIN_CLOCK, VOLTAGE_FLOOR
+from dse.spec.load import hardware_with_technology, library_names, load_hardware
+
+evaluate_module = importlib.import_module("dse.model.evaluate")
+BIG = "gemm:8192x8192x8192"
+
+
+def gemm(spec, tech, shape=BIG, precision="bf16", **over):
+    return dse.evaluate(spec, dse.load_workload(shape), precision=precision, tech=tech,
+                        overrides=over or None, reticle=False)
+
+
+def test_a_chip_at_its_measured_operating_point_is_not_throttled():
+    spec, tech = hardware_with_technology("h100-sxm")
+    ev = gemm(spec, tech)
+    assert not ev.power_limited[0]
+    assert ev.metrics["clock_hz"][0] == pytest.approx(1.83e9)
+    # ... and sits at its TDP: the calibration puts it there (within the YAML's rounding).
+    assert ev.metrics["power_w"][0] == pytest.approx(700.0, rel=2e-3)
+    # The measured rate (0.803 of 989.4 TFLOP/s) is what the GEMM achieves.
+    assert ev.metrics["achieved_flop_per_s"][0] == pytest.approx(0.803 * 989.4e12, rel=0.02)
+
+
+def test_halving_the_tdp_lowers_the_clock_by_less_than_half():
+    spec, tech = hardware_with_technology("h100-sxm")
+    ev = gemm(spec, tech, **{"tdp": ["700 W", "350 W"]})
+    full, half = ev.metrics["clock_hz"]
+    assert ev.power_limited.tolist() == [False, True]
+    assert ev.metrics["power_w"][1] == pytest.approx(350.0, rel=1e-6)
+    # Core power ~ f^3: half the core budget costs about 2^(1/3) of the clock, not 2x.
+    assert 0.5 * full < half < full
+    rate = ev.metrics["achieved_flop_per_s"]
+    # Compute-bound: the rate follows the clock (HBM's small share of the step does not).
+    assert rate[1] / rate[0] == pytest.approx(half / full, rel=2e-3)
+
+
+def test_twice_the_units_at_equal_tdp_gain_between_1x_and_2x():
+    spec, tech = hardware_with_technology("h100-sxm")
+    # The L2's bandwidth is a chip figure: give the larger design twice of it too, or the
+    # GEMM turns L2-bound at the lower clock and gains nothing.
+    ev = gemm(spec, tech, **{"compute.units": [132, 264],
+                             "memory.L2.bandwidth": ["6.65 TB/s", "13.3 TB/s"]})
+    gain = ev.metrics["achieved_flop_per_s"][1] / ev.metrics["achieved_flop_per_s"][0]
+    assert ev.power_limited.tolist() == [False, True]
+    assert 1.2 < gain < 2.0 / 1.1
+    # The power stays at the TDP: more compute costs clock, not watts.
+    assert ev.metrics["power_w"][1] == pytest.approx(700.0, rel=1e-6)
+
+
+def test_the_clock_solves_the_tdp_by_hand():
+    # A compute-bound step takes T1 / s at clock ratio s, so with v = s above the floor
+    # P(s) = static + s^3 (active + E_core / T1) + s E_off / T1, and P(1) is the 700 W TDP
+    # (calibrated). A 500 W cap: solve s^3 (700 - static - off) + s off = 500 - static.
+    spec, tech = hardware_with_technology("h100-sxm")
+    free = gemm(spec, tech)
+    ev = gemm(spec, tech, **{"tdp": "500 W"})
+    static = float(tech.energy.static.per_area) * float(free.metrics["area_mm2"][0])
+    off = float(free.energy.memory[0, -1] + free.energy.links[0]) / float(
+        free.metrics["latency_s"][0])  # HBM and links: do not follow the clock
+    core = float(free.metrics["power_w"][0]) - static - off
+    roots = np.roots([core, 0.0, off, -(500.0 - static)])
+    s = float(next(r.real for r in roots if abs(r.imag) < 1e-12 and 0 < r.real < 1))
+    assert VOLTAGE_FLOOR < s < 1.0
+    assert ev.metrics["clock_hz"][0] / 1.83e9 == pytest.approx(s, rel=1e-3)
+
+
+def test_a_power_cap_costs_memory_bound_decode_only_when_deep():
+    spec, tech = hardware_with_technology("h100-sxm")
+    ev = dse.evaluate(spec, dse.load_workload("llama3-8b"), phase="decode", batch=1,
+                      seq_in=512, seq_out=256, tech=tech,
+                      overrides={"tdp": ["700 W", "400 W", "200 W"]})
+    tps = ev.metrics["decode_tokens_per_s"]
+    # The clocked SMs draw power even when HBM-bound: ~300 W for batch-1 decode on an H100
+    # (ML.ENERGY v3.0); a 400 W cap costs nothing, a 200 W cap slows the cores and the
+    # on-chip levels until they bound the step.
+    assert ev.metrics["power_w"][0] == pytest.approx(300.0, rel=0.05)
+    assert tps[1] == pytest.approx(tps[0], rel=1e-9) and not ev.power_limited[1]
+    assert ev.power_limited[2] and tps[2] < tps[1]
+
+
+def test_a_tdp_no_clock_can_meet_is_infeasible_with_a_reason():
+    spec, tech = hardware_with_technology("h100-sxm")
+    ev = gemm(spec, tech, **{"tdp": "60 W"})  # above the static power, below HBM's share
+    assert not ev.feasible[0]
+    assert f"lowest clock ({MIN_CLOCK:.0%}" in ev.reason[0]
+
+
+def test_a_chip_without_power_figures_is_calibrated_at_its_own_tdp():
+    spec, tech = hardware_with_technology("h100-sxm")
+    bare = spec.model_copy(update={"power": None})
+    ev = gemm(bare, tech, **{"tdp": ["700 W", "350 W"]})
+    stated = gemm(spec, tech, **{"tdp": ["700 W", "350 W"]})
+    # The file's figures are this calibration, rounded: same clocks either way.
+    assert ev.metrics["clock_hz"] == pytest.approx(stated.metrics["clock_hz"], rel=2e-3)
+    assert ev.metrics["power_w"][0] == pytest.approx(700.0, rel=1e-9)
+
+
+def _calibrated(name):
+    spec, tech = hardware_with_technology(name)
+    db = design_batch(spec.model_copy(update={"power": None}))
+    return spec, evaluate_module._operating_point(db, tech)
+
+
+@pytest.mark.parametrize("name", [n for n in library_names("hardware")
+                                  if load_hardware(n).power is not None
+                                  and load_hardware(n).base is None and n != "h100-pcie"])
+def test_shipped_power_figures_are_the_operating_point_formula(name):
+    # A file's `power:` is what dse.model.operating_point computes for the chip; a model
+    # change that moves the operating point shows here (regenerate the figures).
+    spec, (energy, active) = _calibrated(name)
+    for p, value in spec.power.matrix_energy.items():
+        assert value == pytest.approx(float(energy[p][0]), rel=5e-3), (name, p)
+    assert spec.power.active_per_unit == pytest.approx(float(active[0]), rel=5e-3)
+
+
+def test_h100_pcie_figures_are_the_sxm_ones_at_its_clock():
+    sxm, pcie = (hardware_with_technology(n)[0] for n in ("h100-sxm", "h100-pcie"))
+    v = pcie.compute.clock / sxm.compute.clock
+    for p in ("bf16", "fp8"):
+        assert pcie.power.matrix_energy[p] == pytest.approx(
+            sxm.power.matrix_energy[p] * v * v, rel=5e-3)
+    assert pcie.power.active_per_unit == pytest.approx(
+        sxm.power.active_per_unit * v ** 3, rel=5e-3)
+
+
+def test_active_share_is_the_stated_fraction():
+    spec, (energy, active) = _calibrated("h100-sxm")
+    db = design_batch(spec)
+    rate = db.matrix_peak["bf16"][0] * db.matrix_fraction["bf16"][0]
+    flops_w = energy["bf16"][0] * rate
+    clocked_w = active[0] * db.units[0]
+    assert clocked_w / (clocked_w + flops_w) == pytest.approx(ACTIVE_SHARE, rel=0.02)
+    assert np.isfinite(clocked_w)

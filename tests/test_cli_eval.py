@@ -64,7 +64,7 @@ def test_json_follows_the_schema():
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["feasible"] is True and doc["reason"] is None
-    assert set(doc["metrics"]) == {"latency_s", "ttft_s", "decode_tokens_per_s",
+    assert set(doc["metrics"]) == {"latency_s", "ttft_s", "tpot_s", "decode_tokens_per_s",
                                    "output_tokens_per_s", "samples_per_s",
                                    "achieved_flop_per_s", "tokens_per_s_per_chip",
                                    "power_w", "clock_hz", "energy_per_token_j",

@@ -198,14 +198,8 @@ def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Col
         stage = {"decode": "decode", "serve": "decode", "prefill": "prefill"}.get(
             f.phase, f.phase)
         hops = (pp - 1) if stages_in_sequence else 1.0
-        if f.phase == "serve":  # one prefill pass plus seq_out decode passes
-            names.append("stage_send.prefill")
-            kinds.append("send")
-            stages.append("prefill")
-            groups.append(2)
-            sizes.append(f.batch * f.seq_in * f.hidden_bytes_per_token)
-            counts.append(hops)
-            passes, tokens = f.seq_out, f.batch
+        if f.phase == "serve":  # one iteration: its prompt and decode tokens pass together
+            passes, tokens = 1.0, f.iteration_tokens
         names.append("stage_send")
         kinds.append("send")
         stages.append(stage)

@@ -4,7 +4,7 @@ function with a typed input and output (see dse.model.evaluate for the whole row
     footprint  ChipOps + table facts -> bytes per chip of each placed class     Footprint
     access     Placement -> share of each class's accesses served per level     Access
     step       operator and collective times -> step time, counts and bounds    Step
-    metrics    Step + phase -> latency and throughput                           dict
+    metrics    Step + phase (+ serving iteration) -> latency and throughput     dict
 No I/O; arrays over N designs.
 """
 
@@ -21,8 +21,9 @@ from dse.model.parallel import Collectives, collective_volume, resident_split
 from dse.model.performance import A, ChipOps, G, OpTimes
 from dse.model.placement import WORKSPACE, Footprint, Placement, cached_level
 from dse.workloads.optable import PLACED_CLASSES, Facts, OpTable
+from dse.workloads.serving import Iteration
 
-METRICS = ("latency_s", "ttft_s", "decode_tokens_per_s", "output_tokens_per_s",
+METRICS = ("latency_s", "ttft_s", "tpot_s", "decode_tokens_per_s", "output_tokens_per_s",
            "samples_per_s", "achieved_flop_per_s", "tokens_per_s_per_chip")
 LATENCY_PHASES = ("gemm", "prefill", "decode")
 # Bound codes of an operator: 0 compute, 1 + l memory level l, and these two.
@@ -142,20 +143,32 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
 
 
 def phase_metrics(f: Facts, st: Step, sequences: np.ndarray | float, chips: int,
-                  total_flops: np.ndarray | float) -> dict[str, np.ndarray]:
+                  total_flops: np.ndarray | float,
+                  it: Iteration | None = None) -> dict[str, np.ndarray]:
     """Latency and throughput of the phase (stage `metrics`). `sequences`: sequences of the
-    whole system (every replica runs f.batch of them, the last possibly fewer)."""
+    whole system (every replica runs f.batch of them, the last possibly fewer). Serve: the
+    step is one steady-state iteration `it` (dse.workloads.serving), which takes the step's
+    time plus the host's overhead: time per output token = that, time to first token = k of
+    them, output tokens per second = the sequences' B s_out / L tokens per iteration."""
     total, n = st.total, len(st.total)
     s_out, s_in, phase = f.seq_out, f.seq_in, f.phase
     nan = np.full(n, np.nan)
     m = {k: nan for k in METRICS}
+    if phase == "serve" and it is not None:
+        total = total + it.overhead
+        m["ttft_s"] = it.prefill_iterations * total
+        m["tpot_s"] = total
+        m["decode_tokens_per_s"] = 1.0 / total
+        m["output_tokens_per_s"] = sequences * (s_out / it.lifetime) / total
+        m["tokens_per_s_per_chip"] = m["output_tokens_per_s"] / chips
     m["latency_s"] = total / s_out if phase == "decode" else total
     m["achieved_flop_per_s"] = sequences / f.batch * total_flops / total
     if phase == "prefill":
         m["ttft_s"] = total
         m["tokens_per_s_per_chip"] = sequences * s_in / total / chips
-    elif phase in ("decode", "serve"):
-        m["decode_tokens_per_s"] = s_out / (st.decode if phase == "serve" else total)
+    elif phase == "decode":
+        m["tpot_s"] = total / s_out
+        m["decode_tokens_per_s"] = s_out / total
         m["output_tokens_per_s"] = sequences * s_out / total
         m["tokens_per_s_per_chip"] = m["output_tokens_per_s"] / chips
     elif phase == "inference":

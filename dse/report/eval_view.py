@@ -12,13 +12,16 @@ from dse.model import METRICS, Evaluation
 from dse.model.evaluate import POWER_METRICS
 from dse.spec.vocabulary import column_name
 from dse.sweep import SCENARIO_FIELDS, column_of, option_name
+from dse.spec.workload import Engine
 from dse.workloads import describe_scenario
+from dse.workloads.serving import describe_engine, engine_of
 
 if TYPE_CHECKING:
     from dse.sweep import Sweep
 
 _METRIC_UNITS = {
     "latency_s": ("latency", units.TIME), "ttft_s": ("time to first token", units.TIME),
+    "tpot_s": ("time per output token", units.TIME),
     "decode_tokens_per_s": ("decode rate per sequence", "tokens/s"),
     "output_tokens_per_s": ("output tokens per second (system)", "tokens/s"),
     "samples_per_s": ("samples per second (system)", "samples/s"),
@@ -46,7 +49,9 @@ def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> d
                      "phase": sc.phase, "batch": sc.batch, "seq_in": sc.seq_in,
                      "seq_out": sc.seq_out, "precision": sc.precision,
                      "chips": res.chips, "tp": res.tp, "pp": res.pp,
-                     "sequences_per_replica": _num(res.sequences[i])},
+                     "sequences_per_replica": _num(res.sequences[i]),
+                     # serve: the engine profile that ran (the scenario's or the default)
+                     "engine": engine_of(sc).model_dump() if sc.phase == "serve" else None},
         # Every override applied: scenario fields the caller replaced, hardware paths (SI).
         "overrides": {**res.scenario_overrides,
                       **{k: float(v[i]) for k, v in res.batch.overrides.items()}},
@@ -114,6 +119,9 @@ def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) 
 
     sc = doc["scenario"]
     heading = Text(title(doc), style="bold")
+    if sc.get("engine") is not None:
+        heading.append("\n" + describe_engine(Engine.model_construct(**sc["engine"])),
+                       style="none")
     head = Table(show_header=False)
     head.add_column("metric")
     head.add_column("value", justify="right")
@@ -173,7 +181,7 @@ _HEADLINE: dict[str, tuple[tuple[str, str, Any], ...]] = {
                ("tokens_per_s_per_chip", "tokens/s\nper chip", None)),
     "serve": (("output_tokens_per_s", "tokens/s", None),
               ("tokens_per_s_per_chip", "tokens/s\nper chip", None),
-              ("latency_s", "step", units.TIME)),
+              ("tpot_s", "TPOT", units.TIME), ("ttft_s", "TTFT", units.TIME)),
     "inference": (("samples_per_s", "samples/s", None),
                   ("tokens_per_s_per_chip", "tokens/s\nper chip", None),
                   ("latency_s", "latency", units.TIME)),
@@ -216,6 +224,8 @@ def sweep_heading(sw: Sweep) -> str:
         text += "; " + " ".join(fixed)
     joiner = " x " if sw.mode == "grid" else ", "
     varied = joiner.join(option_name(k) for k in sw.varied) or "nothing"
+    if ev.scenario.phase == "serve":
+        text += "\n" + describe_engine(ev.scenario.engine)
     return f"{text}\n{sw.n} design{'s' if sw.n > 1 else ''}, varying {varied} ({sw.mode})"
 
 

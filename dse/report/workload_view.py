@@ -49,6 +49,16 @@ def scenario_lines(entries: list[dict[str, Any]], indent: str = "  ") -> list[st
     return out
 
 
+def lengths_document(sc: Scenario) -> dict[str, Any] | None:
+    """The scenario's length distribution (None without one): its name (None inline), E[L]
+    in tokens, E[L^2] in tokens^2, the share of a padded seq_in run it skips, its source."""
+    if sc.lengths is None:
+        return None
+    mean, square = sc.lengths.moments()
+    return {"name": sc.lengths.name, "mean_tokens": mean, "mean_square_tokens2": square,
+            "padding_skipped_share": 1.0 - mean / sc.seq_in, "source": sc.lengths.source}
+
+
 def workload_document(spec: WorkloadSpec, scenario: Scenario, table: OpTable,
                       convention: str, name: str | None = None,
                       note: str | None = None) -> dict[str, Any]:
@@ -67,6 +77,7 @@ def workload_document(spec: WorkloadSpec, scenario: Scenario, table: OpTable,
         "name": spec.name,
         "scenario": {"name": name, "description": describe_scenario(scenario),
                      **scenario.model_dump()},
+        "lengths": lengths_document(scenario),
         "note": note, "scenarios": scenarios(spec, name), "convention": convention,
         "params": params(spec), "flops": table.total_flops,
         "bytes": _bytes(table.count @ table.bytes),
@@ -114,6 +125,11 @@ def workload_tables(doc: dict[str, Any]) -> Group:
         head.append(f", convention {doc['convention']}")
     if doc.get("note"):
         head.append(f"\nnote: {doc['note']}")
+    if doc.get("lengths"):
+        ln = doc["lengths"]
+        head.append(f"\nlengths {ln['name'] or '(inline)'}: mean {ln['mean_tokens']:.4g} tokens, "
+                    f"mean square {ln['mean_square_tokens2']:.5g} (the padding of seq_in "
+                    f"{sc['seq_in']} skipped: {ln['padding_skipped_share']:.1%} of its tokens)")
     b = doc["bytes"]
     head.append(f"\nparameters {doc['params']:.4g}   FLOPs {_fmt_flops(doc['flops'])}   "
                 f"bytes {_fmt_bytes(b['total'])} (weights {_fmt_bytes(b['weights'])}, "

@@ -2,7 +2,8 @@
 
 A workload file describes one model (architecture and sizes) and a few named scenarios (phase,
 batch, sequence lengths, precision). The lowering in `dse.workloads` turns a model plus a
-scenario into an operator table. This module does no I/O.
+scenario into an operator table. This module does no I/O (a named length distribution is
+read by dse.spec.lengths).
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from __future__ import annotations
 import re
 from typing import Literal, get_args
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_serializer, field_validator, model_validator
 
 from dse.errors import DseError
+from dse.spec import lengths as length_library
+from dse.spec.lengths import LengthDistribution
 from dse.spec.types import Spec, Time
 
 Phase = Literal["gemm", "prefill", "decode", "serve", "inference", "training"]
@@ -61,8 +64,32 @@ class Scenario(Spec):
     w8a16 / w4a16 (8- or 4-bit weights, 16-bit activations and KV), mixed (training)."""
     kv_precision: DataType | None = None
     """KV-cache data type when it differs from the activations (e.g. fp8 KV cache)."""
+    lengths: LengthDistribution | None = None
+    """Inference: the distribution of the sequences' real lengths when the harness skips
+    padding (each at most seq_in): a shipped name (squad-v1.1), a histogram (a list of
+    {length, share}) or {mean, second_moment} / {mean, std}. Token work scales with E[L],
+    attention with E[L^2]; without it every sequence is seq_in long."""
 
-    @model_validator(mode="after")
+    @field_validator("lengths", mode="before")
+    @classmethod
+    def _length_forms(cls, value: object) -> object:
+        if isinstance(value, str):
+            return length_library.shipped(value)
+        if isinstance(value, list):
+            return {"histogram": value}
+        if isinstance(value, dict) and ({"name", "source"} & set(value)):
+            raise ValueError("name and source belong to the shipped distributions; give "
+                             "lengths: NAME, a histogram or a mean with second_moment or std")
+        return value
+
+    @field_serializer("lengths")
+    def _length_out(self, value: LengthDistribution | None) -> object:
+        """A shipped distribution by its name, an inline one as written."""
+        if value is None or value.name:
+            return value.name if value else None
+        return value.model_dump(exclude_none=True)
+
+@model_validator(mode="after")
     def _lengths(self) -> Scenario:
         if isinstance(self.batch, int) and self.batch < 1:
             raise ValueError("batch must be a positive whole number, 'max' or 'best'")
@@ -74,6 +101,13 @@ class Scenario(Spec):
             raise ValueError(f"batch '{self.batch}' is for the serve and inference phases")
         if self.latency_target is not None and self.batch != "best":
             raise ValueError("latency_target goes with batch 'best'")
+        if self.lengths is not None:
+            if self.phase != "inference":
+                raise ValueError(f"lengths (a length distribution) goes with phase inference; "
+                                 f"phase {self.phase} runs every sequence at its seq_in")
+            why = self.lengths.fits(self.seq_in)
+            if why:
+                raise ValueError(why)
         return self
 
 

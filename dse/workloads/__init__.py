@@ -122,6 +122,8 @@ def describe_scenario(sc: Scenario) -> str:
         parts.append(f"seq_in {sc.seq_in}")
         if sc.phase in ("decode", "serve"):
             parts.append(f"seq_out {sc.seq_out}")
+        if sc.lengths is not None:
+            parts.append(f"lengths {sc.lengths.describe()}")
     parts.append(sc.precision + (f" (KV {sc.kv_precision})" if sc.kv_precision else ""))
     return ", ".join(parts)
 

@@ -91,7 +91,7 @@ class Facts:
 
     phase: str
     batch: float | np.ndarray = 1.0  # sequences per step (an [N] array: one per design)
-    seq_in: float = 0.0
+    seq_in: float = 0.0  # tokens per sequence: E[L] where the scenario gives lengths
     seq_out: float = 0.0  # generated tokens (0 outside decode and serve)
     layers: int = 0  # repeated layers (pipeline stages divide these)
     kv_heads: int = 0  # KV heads (tensor parallelism splits the KV cache over at most these)

@@ -211,13 +211,21 @@ def _pairs(q_len: float, kv_len: float, causal: bool) -> float:
     return q_len * kv_len - q_len * (q_len - 1) / 2.0
 
 
-def _forward(b: _Builder, stage: str, batch: float, seq: float) -> None:
+def _forward(b: _Builder, stage: str, batch: float, seq: float,
+             square: float | None = None) -> None:
+    """A forward pass of `batch` sequences of `seq` tokens; or, with `square`, of lengths
+    L drawn from a distribution with E[L] = seq and E[L^2] = square, run without padding:
+    every token-proportional quantity (GEMM rows, elementwise work, activations, K and V
+    read) scales with E[L], the (query, key) pairs of attention with E[L^2] (non-causal; a
+    causal sequence has (L^2 + L) / 2 of them). GEMM shapes hold the mean length."""
     m = b.m
     causal = m.architecture == "decoder"
     tokens = batch * seq
     head_rows = tokens if stage == "forward" else batch  # training needs every logit
+    pairs = _pairs(seq, seq, causal) if square is None else \
+        ((square + seq) / 2.0 if causal else square)
     b.edges(stage, 1, tokens, head_rows)
-    b.layer(stage, m.layers, tokens, batch, seq, seq, _pairs(seq, seq, causal), seq)
+    b.layer(stage, m.layers, tokens, batch, seq, seq, pairs, seq)
 
 
 def _decode(b: _Builder, batch: float, seq_in: float, seq_out: float) -> None:
@@ -258,6 +266,9 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
     else:
         batch = np.asarray(batch, dtype=float)
     s_in, s_out = float(scenario.seq_in), float(scenario.seq_out)
+    square = None  # E[L^2] of the scenario's length distribution (inference), if any
+    if scenario.lengths is not None:  # tokens per sequence are then E[L], seq_in the longest
+        s_in, square = scenario.lengths.moments()
     b = _Builder(model, scenario, counting)
     phase = scenario.phase
     if phase == "gemm":
@@ -271,7 +282,7 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
     if phase in ("decode", "serve"):
         _decode(b, batch, s_in, s_out)
     if phase == "inference":
-        _forward(b, "inference", batch, s_in)
+        _forward(b, "inference", batch, s_in, square)
     if phase == "training":
         _forward(b, "forward", batch, s_in)
         b.rows += _backward(b.rows)

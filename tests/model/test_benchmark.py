@@ -10,7 +10,7 @@ import importlib
 
 import numpy as np
 import pytest
-from conftest import op_times_calls
+from conftest import op_times_calls, without_engine_limits
 
 import dse
 from dse.model.performance import op_times
@@ -80,7 +80,7 @@ def test_serve_max_ten_thousand_designs(benchmark):
     [N, I] operators (10,000 designs x 38 operators x 3 levels). The target: 100,000
     designs/s on the 2-core test machine."""
     hw = dse.load_hardware("h100-sxm")
-    wl = dse.load_workload("llama3-8b")
+    wl = without_engine_limits(dse.load_workload("llama3-8b"))  # batches set by memory alone
     overrides = serve_designs()
 
     def run():
@@ -98,8 +98,9 @@ def test_serve_max_ten_thousand_designs(benchmark):
 def serve_inputs() -> tuple:
     """The (batch, ops, home, act_home) evaluate() hands op_times for the serve above."""
     calls = op_times_calls(lambda: dse.evaluate(
-        dse.load_hardware("h100-sxm"), dse.load_workload("llama3-8b"), phase="serve",
-        batch="max", seq_in=1024, seq_out=128, precision="fp8", overrides=serve_designs()))
+        dse.load_hardware("h100-sxm"), without_engine_limits(dse.load_workload("llama3-8b")),
+        phase="serve", batch="max", seq_in=1024, seq_out=128, precision="fp8",
+        overrides=serve_designs()))
     assert len(calls) == 1
     return calls[0]
 

@@ -26,7 +26,7 @@ def test_per_design_lowering_equals_one_lowering_per_batch():
                    (dse.load_workload("mixtral-8x7b"), dict(phase="serve", batch=4,
                                                             seq_in=128, seq_out=64)),
                    (dse.load_workload("bert-large"), dict(phase="inference", batch=4,
-                                                          seq_in=128))):
+                                                          seq_in=384))):
         _, sc = resolve_scenario(wl, None, **kw)
         batches = np.array([1.0, 3.0, 17.0])
         table = lower(wl, sc, batch=batches)

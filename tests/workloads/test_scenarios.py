@@ -28,8 +28,11 @@ def test_a_phase_the_file_lacks_runs_its_documented_default():
 
 def test_fields_given_replace_the_scenarios():
     bert = dse.load_workload("bert-large")
-    name, sc = resolve_scenario(bert, phase="inference", seq_in=128)
-    assert name == "mlperf-offline" and sc.seq_in == 128 and sc.batch == "max"
+    name, sc = resolve_scenario(bert, phase="inference", seq_in=512)
+    assert name == "mlperf-offline" and sc.seq_in == 512 and sc.batch == "max"
+    assert sc.lengths is not None and sc.lengths.name == "squad-v1.1"  # kept by the override
+    with pytest.raises(DseError, match="reach 384 tokens, above seq_in 128"):
+        resolve_scenario(bert, phase="inference", seq_in=128)  # SQuAD's windows are 384 long
     with pytest.raises(DseError, match="unknown scenario 'nope'"):
         resolve_scenario(bert, "nope")
     with pytest.raises(DseError, match="--phase: expected one of"):
@@ -42,3 +45,6 @@ def test_scenarios_describe_themselves_in_one_line():
         "decode, batch 1, seq_in 5, seq_out 200, bf16"
     assert describe_scenario(llama7.scenarios["ttft-128-fp8"]) == \
         "prefill, batch 1, seq_in 128, fp8"
+    bert = dse.load_workload("bert-large")
+    assert describe_scenario(bert.scenarios["mlperf-offline"]) == \
+        "inference, batch max, seq_in 384, lengths squad-v1.1 (mean 178.5), int8"

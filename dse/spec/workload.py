@@ -16,7 +16,7 @@ from pydantic import Field, ValidationInfo, field_serializer, field_validator, m
 from dse.errors import DseError
 from dse.spec import lengths as length_library
 from dse.spec.lengths import LengthDistribution
-from dse.spec.types import Spec, Time
+from dse.spec.types import Spec, Time, TimeOrZero
 
 Phase = Literal["gemm", "prefill", "decode", "serve", "inference", "training"]
 PHASES: tuple[str, ...] = get_args(Phase)
@@ -43,6 +43,34 @@ class MoE(Spec):
         return self
 
 
+class Engine(Spec):
+    """How the serving engine runs the serve phase (continuous batching). The defaults are
+    TensorRT-LLM's, the engine of the validation rows (README "Serving as servers run it")."""
+
+    iteration_overhead: TimeOrZero = 0.58e-3
+    """GPU idle time the host leaves per iteration (scheduling, sampling, detokenization not
+    hidden behind the forward). Default 0.58 ms: TensorRT-LLM's PyTorch executor with its
+    overlap scheduler exposes ~580 us per iteration on steady-state decode (Llama-3.1-8B
+    FP8 on B200; NVIDIA/TensorRT-LLM issue #13957)."""
+    kv_memory_fraction: float = Field(default=0.9, gt=0, le=1)
+    """Share of the memory left after the weights and the activation workspace that the
+    engine gives the KV cache (TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction, 0.9)."""
+    admission: Literal["reserve_max", "average"] = "reserve_max"
+    """reserve_max: a request is admitted only with KV blocks reserved for its prompt plus its
+    maximum output (TensorRT-LLM's default GUARANTEED_NO_EVICT capacity scheduler); average:
+    sequences hold KV for their current context only, the cache sized at the average context
+    (a scheduler that admits on current use and preempts when full)."""
+    kv_block_tokens: int = Field(default=32, ge=1)
+    """Tokens per paged KV block (TensorRT-LLM KvCacheConfig.tokens_per_block, 32; its older
+    TensorRT-backend plugin used 64)."""
+    max_batch: int | None = Field(default=2048, ge=1)
+    """Most sequences in flight (TensorRT-LLM max_batch_size, default 2048); null: no limit."""
+    max_tokens_per_iteration: int | None = Field(default=8192, ge=1)
+    """Most tokens one iteration forwards, decode and prompt tokens together (TensorRT-LLM
+    max_num_tokens, default 8192); prompts longer than what is left are chunked over several
+    iterations. null: no limit."""
+
+
 class Scenario(Spec):
     """A named way to run the model; the CLI can override each field."""
 
@@ -64,6 +92,9 @@ class Scenario(Spec):
     w8a16 / w4a16 (8- or 4-bit weights, 16-bit activations and KV), mixed (training)."""
     kv_precision: DataType | None = None
     """KV-cache data type when it differs from the activations (e.g. fp8 KV cache)."""
+    engine: Engine | None = None
+    """Serve: the serving engine's profile (iteration overhead, KV admission, limits); fields
+    not given keep the documented default (Engine)."""
     lengths: LengthDistribution | None = None
     """Inference: the distribution of the sequences' real lengths when the harness skips
     padding (each at most seq_in): a shipped name (squad-v1.1), a histogram (a list of
@@ -89,7 +120,7 @@ class Scenario(Spec):
             return value.name if value else None
         return value.model_dump(exclude_none=True)
 
-@model_validator(mode="after")
+    @model_validator(mode="after")
     def _lengths(self) -> Scenario:
         if isinstance(self.batch, int) and self.batch < 1:
             raise ValueError("batch must be a positive whole number, 'max' or 'best'")
@@ -101,6 +132,8 @@ class Scenario(Spec):
             raise ValueError(f"batch '{self.batch}' is for the serve and inference phases")
         if self.latency_target is not None and self.batch != "best":
             raise ValueError("latency_target goes with batch 'best'")
+        if self.engine is not None and self.phase != "serve":
+            raise ValueError("engine goes with phase serve")
         if self.lengths is not None:
             if self.phase != "inference":
                 raise ValueError(f"lengths (a length distribution) goes with phase inference; "

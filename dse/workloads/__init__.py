@@ -97,6 +97,8 @@ def _replaced(spec: WorkloadSpec, name: str, base: Scenario, overrides: dict[str
     fields = base.model_dump()
     if fields.get("latency_target") is not None:  # back to YAML's form: a time with a unit
         fields["latency_target"] = f"{fields['latency_target']!r} s"
+    if fields.get("engine") is not None:
+        fields["engine"]["iteration_overhead"] = f"{fields['engine']['iteration_overhead']!r} s"
     fields.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return Scenario.model_validate(fields)
@@ -115,7 +117,7 @@ def scenario_for(spec: WorkloadSpec, name: str | None = None, **overrides: Any) 
 
 def describe_scenario(sc: Scenario) -> str:
     """One line: phase, batch, lengths, precision ("decode, batch 1, seq_in 5, seq_out 200,
-    bf16")."""
+    bf16"); serve adds its engine ("engine default", or the engine fields it sets)."""
     parts = [sc.phase]
     if sc.phase != "gemm":
         parts.append(f"batch {sc.batch}")
@@ -125,6 +127,10 @@ def describe_scenario(sc: Scenario) -> str:
         if sc.lengths is not None:
             parts.append(f"lengths {sc.lengths.describe()}")
     parts.append(sc.precision + (f" (KV {sc.kv_precision})" if sc.kv_precision else ""))
+    if sc.phase == "serve":  # the engine's fields the scenario sets (serving.describe_engine)
+        given = sorted(sc.engine.model_fields_set) if sc.engine is not None else []
+        parts.append("engine " + (" ".join(f"{k}={getattr(sc.engine, k)}" for k in given)
+                                  or "default"))
     return ", ".join(parts)
 
 

@@ -102,6 +102,7 @@ class Facts:
     hidden_bytes_per_token: float = 0.0  # one token's activations between layers
     context_max: float = 0.0  # tokens in the KV cache at the end of the step
     context_avg: float = 0.0  # tokens in the KV cache on average over the generation
+    iteration_tokens: float | np.ndarray = 0.0  # serve: tokens one iteration forwards
 
     @property
     def weight_bytes(self) -> float:

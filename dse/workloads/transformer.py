@@ -15,11 +15,13 @@ Counting rules (every one is a formula of the shapes; no fitted numbers):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from dse.spec.workload import Scenario, TransformerSpec, parameter_counts
 from dse.workloads.optable import Facts, OpRow, OpTable
+from dse.workloads.serving import Iteration, engine_of, iteration, kv_tokens
 
 # FLOPs per element of the vector-unit operators (operation counts of the usual kernels).
 # Softmax: subtract the row max, exp, accumulate the sum, divide = 4. LayerNorm: mean and
@@ -55,6 +57,19 @@ PRECISIONS = {
     "w4a16": ("int4", "fp16", "fp16", "fp16"),
     "mixed": ("bf16", "bf16", "bf16", "bf16"),
 }
+
+
+class Attention(NamedTuple):
+    """One group of sequences whose attention runs as its own kernels: `repeat` instances
+    per layer of `seqs` sequences, each with q_len queries over kv_len keys and `pairs`
+    (query, key) pairs per head."""
+
+    stage: str
+    repeat: float | np.ndarray
+    seqs: float | np.ndarray
+    q_len: float
+    kv_len: float
+    pairs: float
 
 
 @dataclass(frozen=True)
@@ -108,10 +123,13 @@ class _Builder:
             split=split))
 
     def layer(self, stage: str, count: float, tokens: float, seqs: float, q_len: float,
-              kv_len: float, pairs: float, kv_new: float) -> None:
+              kv_len: float, pairs: float, kv_new: float,
+              attention: tuple[Attention, ...] | None = None) -> None:
         """One Transformer layer, `count` times. tokens: rows of the GEMMs (batch x query
         length); pairs: (query, key) pairs per head per sequence; kv_new: KV entries each
-        sequence appends."""
+        sequence appends. `attention`: groups of sequences whose attention runs apart (a
+        serving iteration: the new prompts and the decode tokens); by default one group of
+        `seqs` sequences with q_len, kv_len and pairs."""
         m, d = self.m, self.m.d_model
         h, kvh, dh = m.heads, m.n_kv_heads, m.d_head
         first = len(self.rows)
@@ -128,22 +146,8 @@ class _Builder:
         if m.position == "rope":
             self.elementwise("rope", "rope", "rope", count, tokens * (h + kvh) * dh, stage,
                              split="part")
-        scores = seqs * h * pairs
-        kv_read = seqs * kvh * kv_len * dh * self.kvb
-        q_bytes = seqs * h * q_len * dh * self.ab
-        self.rows.append(OpRow(
-            "attn_score", "attention_score", "attention_act", count, 2 * scores * dh,
-            read=_classes(("activations", q_bytes), (kv_class, kv_read)),
-            written={"activations": scores * self.ab},
-            m=q_len, n=kv_len, k=dh, batch=seqs * h, stage=stage, dtype=self.dtype,
-            split="heads"))
-        self.elementwise("softmax", "softmax", "softmax", count, scores, stage, split="part")
-        self.rows.append(OpRow(
-            "attn_value", "attention_value", "attention_act", count, 2 * scores * dh,
-            read=_classes(("activations", scores * self.ab), (kv_class, kv_read)),
-            written={"activations": q_bytes},
-            m=q_len, n=dh, k=kv_len, batch=seqs * h, stage=stage, dtype=self.dtype,
-            split="heads"))
+        for a in attention or (Attention(stage, 1.0, seqs, q_len, kv_len, pairs),):
+            self.attention(a, count, kv_class)
         self.gemm("o_proj", "attention_proj", count, tokens, d, h * dh, stage, split="row")
         self.elementwise("attn_residual", "residual", "residual", count, tokens * d, stage, 2)
         self.elementwise("ffn_norm", "norm", m.norm, count, tokens * d, stage, weights=norm_w)
@@ -151,6 +155,28 @@ class _Builder:
         self.elementwise("ffn_residual", "residual", "residual", count, tokens * d, stage, 2)
         for row in self.rows[first:]:
             row.layer = True
+
+    def attention(self, a: Attention, count: float, kv_class: str) -> None:
+        """Scores, softmax and weighted values of one group of sequences, count x a.repeat
+        times."""
+        h, kvh, dh = self.m.heads, self.m.n_kv_heads, self.m.d_head
+        count = count * a.repeat
+        scores = a.seqs * h * a.pairs
+        kv_read = a.seqs * kvh * a.kv_len * dh * self.kvb
+        q_bytes = a.seqs * h * a.q_len * dh * self.ab
+        self.rows.append(OpRow(
+            "attn_score", "attention_score", "attention_act", count, 2 * scores * dh,
+            read=_classes(("activations", q_bytes), (kv_class, kv_read)),
+            written={"activations": scores * self.ab},
+            m=a.q_len, n=a.kv_len, k=dh, batch=a.seqs * h, stage=a.stage, dtype=self.dtype,
+            split="heads"))
+        self.elementwise("softmax", "softmax", "softmax", count, scores, a.stage, split="part")
+        self.rows.append(OpRow(
+            "attn_value", "attention_value", "attention_act", count, 2 * scores * dh,
+            read=_classes(("activations", scores * self.ab), (kv_class, kv_read)),
+            written={"activations": q_bytes},
+            m=a.q_len, n=dh, k=a.kv_len, batch=a.seqs * h, stage=a.stage, dtype=self.dtype,
+            split="heads"))
 
     def ffn(self, stage: str, count: float, tokens: float) -> None:
         m, d, f = self.m, self.m.d_model, self.m.d_ff
@@ -236,6 +262,22 @@ def _decode(b: _Builder, batch: float, seq_in: float, seq_out: float) -> None:
     b.layer("decode", b.m.layers * seq_out, batch, batch, 1, context, context, 1)
 
 
+def _serve(b: _Builder, it: Iteration) -> None:
+    """One steady-state iteration of continuous batching (dse.workloads.serving): one forward
+    of its prompt and decode tokens together (every weight read once per iteration); the
+    attention of the B / L new prompts (causal over their own tokens) runs apart from that
+    of the decode tokens (over the average context); the LM head runs on the rows that give
+    an output token (the decode tokens and the last token of each finished prompt)."""
+    s_in = it.seq_in
+    groups = [Attention("prefill", it.new_sequences, 1.0, s_in, s_in, _pairs(s_in, s_in, True))]
+    if it.seq_out > 1:
+        ctx = it.decode_context
+        groups.append(Attention("decode", 1.0, it.decode_tokens, 1.0, ctx, ctx))
+    b.edges("decode", 1, it.tokens, it.output_tokens)
+    b.layer("decode", b.m.layers, it.tokens, it.tokens, 1.0, 0.0, 0.0, 1.0,
+            attention=tuple(groups))
+
+
 def _backward(rows: list[OpRow]) -> list[OpRow]:
     """Backward of each forward row: twice its FLOPs (input and weight gradients); it reads
     what the forward read plus the gradient of what it wrote, and writes the gradient of
@@ -277,10 +319,14 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
         raise ValueError("phase inference is for encoders; use prefill, decode or serve")
     if phase in ("prefill", "decode", "serve") and model.architecture != "decoder":
         raise ValueError(f"phase {phase} is for decoders; use inference for an encoder")
-    if phase in ("prefill", "serve"):
+    engine = engine_of(scenario)
+    it = iteration(batch, s_in, s_out, engine) if phase == "serve" else None
+    if phase == "prefill":
         _forward(b, "prefill", batch, s_in)
-    if phase in ("decode", "serve"):
+    if phase == "decode":
         _decode(b, batch, s_in, s_out)
+    if it is not None:
+        _serve(b, it)
     if phase == "inference":
         _forward(b, "inference", batch, s_in, square)
     if phase == "training":
@@ -292,14 +338,19 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
         else 0.0
     context_max = s_in + (s_out if generates else 0.0)
     context_avg = s_in + ((s_out + 1) / 2.0 if generates else 0.0)
+    # Serve: each sequence in flight holds the KV its admission policy counts, in a cache
+    # that gets kv_memory_fraction of the memory beside the weights and workspace: the bytes
+    # it takes are the reservations over that fraction (dse.workloads.serving).
+    kv_tokens_held = kv_tokens(s_in, s_out, engine) / engine.kv_memory_fraction \
+        if phase == "serve" else context_max
     facts = Facts(
         phase=phase, batch=batch, seq_in=s_in, seq_out=s_out if generates else 0.0,
         layers=model.layers, kv_heads=model.n_kv_heads,
         resident={"weights": parameter_counts(model)["total"] * b.wb,
-                  "kv_cache": batch * (context_avg if phase == "serve" else context_max)
-                  * kv_per_token},
+                  "kv_cache": batch * kv_tokens_held * kv_per_token},
         hidden_bytes_per_token=model.d_model * b.ab,
         context_max=context_max, context_avg=context_avg,
+        iteration_tokens=it.tokens if it is not None else 0.0,
     )
     return OpTable.from_rows(b.rows, facts)
 

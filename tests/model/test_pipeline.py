@@ -3,6 +3,7 @@ collectives and splits as data, placement policy, and errors at table-build time
 
 import numpy as np
 import pytest
+from conftest import without_engine_limits
 
 import dse
 from dse.errors import DseError
@@ -40,16 +41,18 @@ def test_per_design_lowering_equals_one_lowering_per_batch():
 
 def test_batch_max_in_one_pass_equals_each_design_alone():
     caps = ["24 GiB", "40 GiB", "80 GiB", "141 GiB"]
-    ev = dse.evaluate(H100, LLAMA3_8B, batch="max", overrides={"memory.HBM3.capacity": caps},
+    wl = without_engine_limits(LLAMA3_8B)  # batch max set by memory alone
+    ev = dse.evaluate(H100, wl, batch="max", overrides={"memory.HBM3.capacity": caps},
                       **SERVE)
     assert len(set(ev.sequences)) == 4  # four different batch sizes, one call
     for i, cap in enumerate(caps):
-        one = dse.evaluate(H100, LLAMA3_8B, batch="max",
+        one = dse.evaluate(H100, wl, batch="max",
                            overrides={"memory.HBM3.capacity": cap}, **SERVE)
         assert one.sequences[0] == ev.sequences[i]
-        for m in ("output_tokens_per_s", "latency_s", "decode_tokens_per_s"):
+        for m in ("output_tokens_per_s", "latency_s", "tpot_s", "ttft_s",
+                  "decode_tokens_per_s"):
             assert ev.metrics[m][i] == pytest.approx(one.metrics[m][0], rel=1e-12)
-        fixed = dse.evaluate(H100, LLAMA3_8B, batch=int(ev.sequences[i]),
+        fixed = dse.evaluate(H100, wl, batch=int(ev.sequences[i]),
                              overrides={"memory.HBM3.capacity": cap}, **SERVE)
         assert fixed.metrics["output_tokens_per_s"][0] == pytest.approx(
             ev.metrics["output_tokens_per_s"][i], rel=1e-12)
@@ -66,8 +69,9 @@ def test_batch_best_beats_max_when_a_slow_tier_holds_the_overflow():
     mg = dse.load_hardware("middle-ground")  # HBM3, then LPDDR5X and CXL tiers
     kw = dict(phase="serve", seq_in=1024, seq_out=128, precision="fp16")
     over = {"memory.HBM3.capacity": ["16 GiB", "80 GiB"]}
-    mx = dse.evaluate(mg, LLAMA70, batch="max", overrides=over, **kw)
-    best = dse.evaluate(mg, LLAMA70, batch="best", overrides=over, **kw)
+    wl = without_engine_limits(LLAMA70)  # batch max set by memory alone
+    mx = dse.evaluate(mg, wl, batch="max", overrides=over, **kw)
+    best = dse.evaluate(mg, wl, batch="best", overrides=over, **kw)
     m = "output_tokens_per_s"
     assert np.all(best.metrics[m] >= mx.metrics[m] * (1 - 1e-12))
     assert best.metrics[m][0] > 1.5 * mx.metrics[m][0]  # max packs sequences into CXL
@@ -75,7 +79,7 @@ def test_batch_best_beats_max_when_a_slow_tier_holds_the_overflow():
     # best is at least as good as every batch on a fine grid of fixed batches.
     for i, cap in enumerate(over["memory.HBM3.capacity"]):
         grid = np.unique(np.geomspace(1, mx.sequences[i], 40).round().astype(int))
-        tput = [dse.evaluate(mg, LLAMA70, batch=int(b), overrides={"memory.HBM3.capacity": cap},
+        tput = [dse.evaluate(mg, wl, batch=int(b), overrides={"memory.HBM3.capacity": cap},
                              **kw).metrics[m][0] for b in grid]
         assert best.metrics[m][i] >= 0.99 * np.nanmax(tput)
 

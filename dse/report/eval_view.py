@@ -11,8 +11,8 @@ from dse import units
 from dse.model import METRICS, Evaluation
 from dse.model.evaluate import POWER_METRICS
 from dse.spec.vocabulary import column_name
-from dse.sweep import SCENARIO_FIELDS, column_of, option_name
 from dse.spec.workload import Engine
+from dse.sweep import SCENARIO_FIELDS, column_of, option_name
 from dse.workloads import describe_scenario
 from dse.workloads.serving import describe_engine, engine_of
 

@@ -7,26 +7,20 @@ name of a shipped one (`squad-v1.1`, in `workloads/lengths/`), a histogram (a li
 {length, share}) or its first two moments ({mean, second_moment} or {mean, std}). The
 lowering needs only E[L] (token work) and E[L^2] (attention pairs): `moments()`.
 
-The shipped files are read here (positions kept for errors), the schema is validated by
-pydantic; the model code only sees the moments.
+The shipped files are read by dse.spec.load (the only YAML reader) against `ShippedFile`;
+the model code only sees the moments.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from pathlib import Path
+from collections.abc import Callable
 from typing import Annotated
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
-from dse.errors import SpecError
-from dse.spec.messages import issues_from
 from dse.spec.types import Spec
-from dse.spec.yamlpos import read_yaml
 
-# Folder of the shipped distributions inside the workload library (workloads/lengths/).
-FOLDER = "lengths"
 # A histogram's shares must sum to 1 within this (then they are normalised to sum to 1
 # exactly): shares written to three decimals pass, a forgotten bin does not.
 SHARE_TOLERANCE = 1e-3
@@ -130,7 +124,7 @@ class LengthDistribution(Spec):
         return f"mean {mean:.4g}, {spread}"
 
 
-class _ShippedFile(Spec):
+class ShippedFile(Spec):
     """A shipped distribution file: counts of sequences per length."""
 
     name: str = Field(min_length=1)
@@ -143,7 +137,7 @@ class _ShippedFile(Spec):
     """[length, sequences of that length] pairs."""
 
     @model_validator(mode="after")
-    def _consistent(self) -> _ShippedFile:
+    def _consistent(self) -> ShippedFile:
         total = sum(c for _, c in self.counts)
         if total != self.features:
             raise ValueError(f"counts sum to {total}, but features says {self.features}")
@@ -154,34 +148,29 @@ class _ShippedFile(Spec):
         return self
 
 
-def folder() -> Path:
-    """Where the shipped distributions are (`workloads/lengths/` of the library)."""
-    from dse.spec.load import library_dir  # here: load imports this module through workload
-
-    return library_dir("workload") / FOLDER
-
-
-def shipped_names() -> list[str]:
-    """Names of the shipped distributions, sorted."""
-    where = folder()
-    return sorted(p.stem for p in where.glob("*.yaml")) if where.is_dir() else []
+# The shipped distributions by name. The spec loader (dse.spec.load, the only YAML reader)
+# installs its reader of workloads/lengths/ here, so this module and the schemas using it
+# stay free of I/O.
+_library: Callable[[str], LengthDistribution] | None = None
 
 
-@functools.cache
-def shipped(name: str) -> LengthDistribution:
-    """The shipped distribution `name` as a histogram of shares. An unknown name raises
-    ValueError (reported at the scenario's `lengths:`); a broken file raises SpecError at its
-    own line."""
-    path = folder() / f"{name}.yaml"
-    if "/" in name or "\\" in name or not path.is_file():
-        raise ValueError(f"unknown length distribution '{name}'; expected one of: "
-                         f"{', '.join(shipped_names()) or '(none shipped)'}, a histogram or "
-                         "a mean with second_moment or std")
-    data = read_yaml(path, display=str(path))
-    try:
-        spec = _ShippedFile.model_validate(data)
-    except ValidationError as e:
-        raise SpecError(issues_from(e, _ShippedFile, data)) from None
+def use_library(find: Callable[[str], LengthDistribution]) -> None:
+    """Install the function that finds a shipped distribution by name (dse.spec.load)."""
+    global _library
+    _library = find
+
+
+def named(name: str) -> LengthDistribution:
+    """The shipped distribution `name`; ValueError (reported at the scenario's `lengths:`)
+    when there is none."""
+    if _library is None:  # pragma: no cover - dse.spec.load is imported with dse
+        raise ValueError(f"no library of length distributions to find '{name}' in (import "
+                         "dse.spec.load)")
+    return _library(name)
+
+
+def from_file(name: str, spec: ShippedFile) -> LengthDistribution:
+    """A shipped file's counts as a histogram of shares."""
     return LengthDistribution(
         name=name, source=spec.source,
         histogram=[LengthBin(length=n, share=c / spec.features) for n, c in spec.counts])

@@ -9,13 +9,14 @@ user's own designs can inherit from each other by name.
 from __future__ import annotations
 
 import difflib
+import functools
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from dse.errors import Issue, SpecError
-from dse.spec import hardware, hardware_checks, technology, workload
+from dse.spec import hardware, hardware_checks, lengths, technology, workload
 from dse.spec.messages import issue_at, issues_from, locate
 from dse.spec.types import CLOCK_CONTEXT_KEY
 from dse.spec.vocabulary import COUPLED
@@ -24,7 +25,8 @@ from dse.units import FREQUENCY, UnitError, scale_quantity, to_kind
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 LIBRARY_FOLDERS = {"hardware": "hwspecs", "workload": "workloads", "study": "studies",
-                   "validation": "validation", "technology": "hwspecs/tech"}
+                   "validation": "validation", "technology": "hwspecs/tech",
+                   "lengths": "workloads/lengths"}
 # Keys that describe one file and are never inherited through `base:`.
 _NOT_INHERITED = ("name", "source", "description", "base")
 # Marker a derived spec puts on an inherited list item (matched by name) to drop it.
@@ -302,6 +304,25 @@ def load_design(ref: str | Path) -> tuple[hardware.HardwareSpec, technology.Tech
         return spec, None, (f"no process-node file '{node}' (shipped: "
                             f"{', '.join(library_names('technology'))})")
     return spec, _node_of(spec, data, path), None
+
+
+@functools.cache
+def load_lengths(name: str) -> lengths.LengthDistribution:
+    """A shipped length distribution by name (`workloads/lengths/NAME.yaml`). An unknown
+    name raises ValueError (a scenario reports it at its `lengths:`); a broken file raises
+    SpecError at its own line."""
+    known = library_names("lengths")
+    if name not in known:
+        raise ValueError(f"unknown length distribution '{name}'; expected one of: "
+                         f"{', '.join(known) or '(none shipped)'}, a histogram or a mean "
+                         "with second_moment or std")
+    path = library_dir("lengths") / f"{name}.yaml"
+    spec = validate(lengths.ShippedFile, read_yaml(path, display=str(path)))
+    assert isinstance(spec, lengths.ShippedFile)
+    return lengths.from_file(name, spec)
+
+
+lengths.use_library(load_lengths)
 
 
 def load_workload(ref: str | Path) -> workload.WorkloadSpec:

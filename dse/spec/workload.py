@@ -3,7 +3,7 @@
 A workload file describes one model (architecture and sizes) and a few named scenarios (phase,
 batch, sequence lengths, precision). The lowering in `dse.workloads` turns a model plus a
 scenario into an operator table. This module does no I/O (a named length distribution is
-read by dse.spec.lengths).
+read by the loader, dse.spec.load).
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ class Scenario(Spec):
     @classmethod
     def _length_forms(cls, value: object) -> object:
         if isinstance(value, str):
-            return length_library.shipped(value)
+            return length_library.named(value)
         if isinstance(value, list):
             return {"histogram": value}
         if isinstance(value, dict) and ({"name", "source"} & set(value)):

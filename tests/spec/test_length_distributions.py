@@ -7,14 +7,14 @@ import pytest
 
 import dse
 from dse.errors import DseError, SpecError
-from dse.spec.lengths import LengthDistribution, shipped, shipped_names
-from dse.spec.load import load_workload
+from dse.spec.lengths import LengthDistribution
+from dse.spec.load import library_names, load_lengths, load_workload
 from dse.spec.workload import Scenario
 from dse.workloads import resolve_scenario
 
 
 def test_squad_gives_the_documented_mean():
-    squad = shipped("squad-v1.1")
+    squad = load_lengths("squad-v1.1")
     mean, square = squad.moments()
     # workloads/lengths/squad-v1.1.yaml: 10,833 features (MLPerf's BERT sample count) of
     # 1,933,625 tokens, whose squares sum to 395,990,953.
@@ -24,7 +24,7 @@ def test_squad_gives_the_documented_mean():
     assert square == pytest.approx(395_990_953 / 10_833, rel=1e-12)
     assert 1 - mean / 384 == pytest.approx(0.535, abs=5e-4)  # "about 54% padding" at 384
     assert max(b.length for b in squad.histogram) == 384
-    assert "squad-v1.1" in shipped_names()
+    assert "squad-v1.1" in library_names("lengths")
     assert "create_squad_data.py" in squad.source and "10833" in squad.source
 
 
@@ -118,10 +118,26 @@ def test_an_override_that_shortens_seq_in_below_the_lengths_is_a_one_line_error(
 
 
 def test_describe():
-    assert shipped("squad-v1.1").describe() == "squad-v1.1 (mean 178.5)"
+    assert load_lengths("squad-v1.1").describe() == "squad-v1.1 (mean 178.5)"
     hist = LengthDistribution(histogram=[{"length": 2, "share": 0.5},
                                          {"length": 6, "share": 0.5}])
     assert hist.describe() == "histogram of 2 (mean 4)"
     assert LengthDistribution(mean=4, std=2).describe() == "mean 4, std 2"
     assert LengthDistribution(mean=4, second_moment=20).describe() == \
         "mean 4, second moment 20"
+
+
+def test_a_broken_shipped_file_is_reported_at_its_line(tmp_path):
+    from dse.spec.lengths import ShippedFile
+    from dse.spec.load import read_yaml, validate
+
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: bad\nsource: test\nmax_length: 8\nfeatures: 3\n"
+                    "counts: [[2, 1], [6, 1]]\n")
+    with pytest.raises(SpecError, match=r"bad.yaml:1:1: counts sum to 2, but features says 3"):
+        validate(ShippedFile, read_yaml(path))
+    path.write_text("name: bad\nsource: test\nmax_length: 8\nfeatures: 2\n"
+                    "counts: [[2, 1], [9, 1]]\n")
+    with pytest.raises(SpecError, match=r"expected \[length in 1..8, count >= 1\] pairs, "
+                                        r"found \[9, 1\]"):
+        validate(ShippedFile, read_yaml(path))

@@ -43,6 +43,10 @@ class DesignBatch:
     resident: np.ndarray  # [L] bool: may hold weights / KV cache across steps
     per_unit: np.ndarray  # [L] bool: one instance per compute unit
     stacks: np.ndarray  # [N, L] HBM stacks of each level (0: none or not an HBM level)
+    blocks: tuple[tuple[int, int], ...]  # thread-block tiles (m, n) of the GEMM library
+    # (empty: no wave quantization)
+    align_bytes: np.ndarray  # [N] leading-dimension multiple of the fast path (NaN: none)
+    align_slowdown: np.ndarray  # [N] rate of the misaligned path / aligned (1: none)
     channels: np.ndarray  # [N, L] DRAM channels of each level (0: none given)
     peak_bandwidth: np.ndarray  # [N, L] B/s datasheet peak, chip total
     capacity: np.ndarray  # [N, L] bytes, chip total
@@ -260,7 +264,12 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
         tile=_tile(v, c),
         register_file=(v.get("compute.matrix.register_file", c.matrix.register_file)
                        if v.given("compute.matrix.register_file") else c.matrix.register_file),
-        op_overhead=v.get("compute.op_overhead", c.op_overhead or 0.0),
+        blocks=tuple(c.matrix.blocks.shapes()) if c.matrix.blocks else (),
+        align_bytes=v.get("compute.matrix.alignment.bytes",
+                          c.matrix.alignment.bytes if c.matrix.alignment else None),
+        align_slowdown=v.get("compute.matrix.alignment.slowdown",
+                             c.matrix.alignment.slowdown if c.matrix.alignment else 1.0),
+        op_overhead=v.get("compute.op_overhead", fixed_cost(spec, "compute.op_overhead")),
         level_names=tuple(lv.name for lv in spec.memory),
         level_kinds=tuple(lv.kind for lv in spec.memory),
         resident=np.array([lv.holds_resident for lv in spec.memory]),

@@ -42,7 +42,7 @@ from dse.errors import DseError
 from dse.model.area import PADDING, area
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.execution import Execution
-from dse.model.operating_point import CALIBRATION_GEMM, calibrate
+from dse.model.operating_point import CALIBRATION_GEMMS, calibrate
 from dse.model.parallel import chip_ops, collective_times
 from dse.model.performance import op_times
 from dse.model.placement import WORKSPACE, Placement, place
@@ -417,12 +417,17 @@ def _operating_point(db: DesignBatch,
     calibrated on a large GEMM at its TDP (dse.model.operating_point); NaN without a TDP."""
     die = area(db, tech, reticle=False)
     static_w = tech.energy.static.per_area * (die.total_mm2 - die.components.get(PADDING, 0.0))
-    wl = gemm_from_name(CALIBRATION_GEMM)
     ex = Execution()
 
     def run(p: str) -> Step:
-        sc = wl.scenarios["gemm"].model_copy(update={"precision": p})
-        return _run(db, wl, sc, ex, None, 1.0).step
+        # The largest calibration GEMM that fits (an SRAM-only chip holds a smaller one).
+        for size in CALIBRATION_GEMMS:
+            wl = gemm_from_name(f"gemm:{size}x{size}x{size}")
+            sc = wl.scenarios["gemm"].model_copy(update={"precision": p})
+            out = _run(db, wl, sc, ex, None, 1.0)
+            if out.feasible.all():
+                break
+        return out.step
 
     def moved(st: Step) -> tuple[np.ndarray, np.ndarray]:
         e = step_energy(db, tech, st.precision, st.matrix, st.count, st.flops, st.traffic,

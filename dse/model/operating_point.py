@@ -27,8 +27,9 @@ from dse.model.batch import DesignBatch
 from dse.model.stages import Step
 
 # GEMM the operating point is taken at: M = N = K = 8192, large enough that tile and wave
-# quantization and DRAM traffic do not limit it (the regime of the achievable fractions).
-CALIBRATION_GEMM = "gemm:8192x8192x8192"
+# quantization and DRAM traffic barely limit it (the regime of the achievable fractions);
+# the next smaller size on a chip whose memory cannot hold its operands (SRAM-only chips).
+CALIBRATION_GEMMS = (8192, 4096, 2048, 1024)
 # Share of a GEMM's core power that the clocked cores draw whatever they compute. ML.ENERGY
 # Benchmark v3.0 (Chung et al., "Where Do the Joules Go?", arXiv 2601.22076, H100 SXM with
 # vLLM) reads ~300 W for batch-1 decode, which is memory-bound; the model gives 227 W for
@@ -60,7 +61,7 @@ def calibrate(db: DesignBatch, static_w: np.ndarray, run: Callable[[str], Step],
               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Matrix energy per precision ([N] J/FLOP) and clocked power per unit ([N] W) that put
     a large GEMM at the chip's achievable rate exactly at its TDP. `run(p)` gives the step of
-    CALIBRATION_GEMM at precision p; `energy(step)` its memory-and-link energy and its
+    the calibration GEMM (CALIBRATION_GEMMS) at precision p; `energy(step)` its memory-and-link energy and its
     operators' FLOPs ([N] J, [N] FLOP). NaN where the chip has no TDP."""
     tdp = db.tdp
     out: dict[str, np.ndarray] = {}

@@ -33,10 +33,13 @@ from dse.model.tiling import (
     Gemms,
     Side,
     crossings,
+    misaligned,
     same_side,
     tile_sides,
+    wave_factor,
 )
 from dse.workloads.optable import CLASSES, MATRIX_KINDS, TENSOR_CLASSES
+from dse.workloads.transformer import DTYPE_BYTES
 
 _MATRIX = frozenset(MATRIX_KINDS)
 
@@ -255,6 +258,8 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     # the block's bytes and shapes, which its copies then find in the caches).
     tile = batch.tile
     shape, r, w = ops.shape, ops.read, ops.written
+    # Thread-block waves and the alignment rule scale the matrix rate ([N, I]; None: 1).
+    issue = _issue_factor(batch, shape, dtypes, is_matrix)
     gemms = Gemms.of(shape, tile, is_matrix, slots) if shape.ndim == 2 else None
     dim_fields = [Field(f"dim{j}", shape[..., j], block) for j in range(3)]
     classes = _Classes.of(r, w) if r.ndim == 2 and w.ndim == 2 else None
@@ -333,6 +338,8 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         if rate_row is not None:
             m_rate, v_rate = m_rate[rate_row], v_rate[rate_row]
         np.multiply(m_rate, util, out=comp)
+        if issue is not None:
+            comp *= issue[d].T
         if batch.vector_peak:
             np.maximum(comp, v_rate, out=comp)
         if vector_rows.size:
@@ -436,6 +443,25 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         bound[d] = code.T
     return OpTimes(time=time, compute=compute, traffic=traffic, bound=bound,
                    missing_rate=missing)
+
+
+def _issue_factor(batch: DesignBatch, shape: np.ndarray, dtypes: list[str],
+                  is_matrix: np.ndarray) -> np.ndarray | None:
+    """[N, I] share of the matrix rate a GEMM keeps: its thread blocks' wave efficiency
+    (`tiling.wave_factor`) x the misaligned path's slowdown where the alignment rule fails
+    (`tiling.misaligned`); None when both are 1 everywhere."""
+    out = None
+    if batch.blocks:
+        out = wave_factor(shape, batch.tile, batch.units, batch.blocks, is_matrix)
+    if np.isfinite(batch.align_bytes).any():
+        size = np.array([DTYPE_BYTES.get(d, 2.0) for d in dtypes])
+        off = misaligned(shape, size, batch.align_bytes, is_matrix)
+        if off.any():
+            slow = np.where(off, batch.align_slowdown[:, None], 1.0)
+            out = slow if out is None else out * slow
+    if out is not None and bool((out == 1.0).all()):
+        return None
+    return out
 
 
 class _Through:

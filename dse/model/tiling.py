@@ -111,3 +111,48 @@ class Gemms:
                                 for f in factors],
                    util=util, m_dim=m_dim, n_dim=n_dim,
                    dequant=dequant[:, None] if shape.ndim == 2 else dequant.T)
+
+
+def wave_factor(shape: np.ndarray, tile: tuple[int, int, int] | None, units: np.ndarray,
+                blocks: tuple[tuple[int, int], ...], is_matrix: np.ndarray) -> np.ndarray:
+    """[N, I] share of the matrix engines' issue slots that a GEMM's thread blocks keep busy,
+    beyond the native tile's own padding (`Gemms`): a GEMM of M x N (x batch) runs
+    tiles = ceil(M / m) ceil(N / n) batch thread blocks of m x n, in waves of `units`, so
+    the engines do useful work for
+
+        (M' N' batch) / (ceil(tiles / units) units m n),  M' = M padded to the native tile
+
+    of the time; the library runs the candidate block with the highest share (NVIDIA,
+    "Matrix Multiplication Background User's Guide", DU-09799-001, sections 3.1 tile and
+    3.2 wave quantization). 1 for operators that are not GEMMs. shape: [I, 4] or [N, I, 4]
+    (m, n, k, batch); units: [N]."""
+    n_designs = len(units)
+    out_shape = (n_designs, len(is_matrix))
+    if not blocks or not is_matrix.any():
+        return np.ones(out_shape)
+    m = np.maximum(shape[..., 0], 1.0)
+    n = np.maximum(shape[..., 1], 1.0)
+    b = np.maximum(shape[..., 3], 1.0)
+    if tile:  # the native tile's padding is counted by the tile utilization already
+        m = np.ceil(m / tile[0]) * tile[0]
+        n = np.ceil(n / tile[1]) * tile[1]
+    u = units[:, None].astype(float)
+    best = np.zeros(out_shape)
+    for bm, bn in blocks:
+        tiles = np.ceil(m / bm) * np.ceil(n / bn) * b
+        waves = np.ceil(tiles / u)
+        np.fmax(best, np.minimum(m * n * b / (waves * u * bm * bn), 1.0), out=best)
+    return np.where(is_matrix[None, :], best, 1.0)
+
+
+def misaligned(shape: np.ndarray, element_bytes: np.ndarray, align_bytes: np.ndarray,
+               is_matrix: np.ndarray) -> np.ndarray:
+    """[N, I] bool: GEMMs whose leading dimensions (K of A, N of B and C, row-major) times
+    the element size are not a multiple of `align_bytes` ([N]; NaN: no rule). shape: [I, 4]
+    or [N, I, 4]; element_bytes: [I]."""
+    k = shape[..., 2] * element_bytes
+    n = shape[..., 1] * element_bytes
+    a = align_bytes[:, None]
+    with np.errstate(invalid="ignore"):
+        off = (np.fmod(k, a) != 0) | (np.fmod(n, a) != 0)
+    return off & np.isfinite(a) & is_matrix[None, :]

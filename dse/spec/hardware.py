@@ -119,6 +119,45 @@ class Engine(Spec):
         return {p: out[p] for p in PRECISIONS if p in out}
 
 
+class ThreadBlocks(Spec):
+    """Output tiles (thread blocks) a GEMM library splits a problem into, one compute unit
+    each: a GEMM of M x N runs ceil(M / m) x ceil(N / n) tiles in waves of `units`, and the
+    last, partial wave leaves units idle. The library runs the candidate that finishes
+    first (a large tile for large problems, a small one when a large one leaves units idle)."""
+
+    tiles: list[str] = Field(min_length=1)
+    """Candidate tiles as "MxN" in elements, e.g. ["128x256", "128x128", "64x128"]."""
+    source: str = Field(min_length=1)
+    """Which library's tile configurations these are."""
+
+    @model_validator(mode="after")
+    def _shapes(self) -> ThreadBlocks:
+        for t in self.tiles:
+            parts = t.lower().split("x")
+            if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+                raise ValueError(f"tile {t!r}: expected MxN with positive whole numbers, "
+                                 "e.g. 128x256")
+        return self
+
+    def shapes(self) -> list[tuple[int, int]]:
+        """The tiles as (m, n) pairs."""
+        return [(int(a), int(b)) for a, b in (t.lower().split("x") for t in self.tiles)]
+
+
+class Alignment(Spec):
+    """The alignment rule of the matrix engine's fast path: the leading dimensions (K of the
+    A operand, N of B and C, row-major) times the element size must be a multiple of
+    `bytes`; a GEMM that misses it runs at `slowdown` of the aligned rate."""
+
+    bytes: int = Field(gt=0)
+    """Required multiple of the leading dimension in bytes (16 for cuBLAS tensor-op paths
+    and Hopper TMA descriptors)."""
+    slowdown: Fraction
+    """Rate of the misaligned path relative to the aligned one (0 < s <= 1)."""
+    source: str = Field(min_length=1)
+    """Where the rule and the factor come from."""
+
+
 class MatrixEngine(Engine):
     """Matrix engines (tensor cores, MXUs, systolic arrays): GEMMs and attention run here."""
 
@@ -131,6 +170,11 @@ class MatrixEngine(Engine):
     sets it)."""
     achievable: Achievable | None = None
     """Achieved fraction of `peak` on large GEMMs, measured on the real chip."""
+    blocks: ThreadBlocks | None = None
+    """Thread-block tiles of the chip's GEMM library (wave quantization); omitted: none is
+    modelled (a chip that runs a GEMM as one unit, or spreads it evenly)."""
+    alignment: Alignment | None = None
+    """Alignment rule of the fast GEMM path; omitted: any shape runs at full rate."""
 
 
 class Compute(Spec):

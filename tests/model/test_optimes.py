@@ -87,6 +87,32 @@ def _ref_reread(batch: DesignBatch, shape: np.ndarray,
     return np.where(mask, ra, 1.0), np.where(mask, rb, 1.0)
 
 
+def _ref_issue(batch: DesignBatch, shape: np.ndarray, dtypes: np.ndarray,
+               matrix: np.ndarray) -> np.ndarray:
+    """Thread-block wave efficiency x alignment slowdown, one design and operator at a
+    time (the specification of tiling.wave_factor and tiling.misaligned)."""
+    size = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+    out = np.ones((batch.n, len(dtypes)))
+    for d in range(batch.n):
+        for i, (m, n, k, b) in enumerate(shape):
+            if not matrix[i]:
+                continue
+            m, n, b = max(m, 1.0), max(n, 1.0), max(b, 1.0)
+            if batch.tile:
+                m = -(-m // batch.tile[0]) * batch.tile[0]
+                n = -(-n // batch.tile[1]) * batch.tile[1]
+            units = float(batch.units[d])
+            best = 1.0 if not batch.blocks else max(
+                min(m * n * b / (-(-(-(-m // bm) * -(-n // bn) * b) // units) * units * bm * bn),
+                    1.0) for bm, bn in batch.blocks)
+            a = batch.align_bytes[d]
+            e = size.get(dtypes[i], 2.0)
+            if np.isfinite(a) and ((k * e) % a or (shape[i][1] * e) % a):
+                best *= batch.align_slowdown[d]
+            out[d, i] = best
+    return out
+
+
 def _reference_op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
                         act_home: np.ndarray) -> OpTimes:
     n_, lv = batch.n, batch.levels
@@ -94,7 +120,7 @@ def _reference_op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.nda
     is_matrix = np.isin(ops.kind, MATRIX_KINDS)
     m_rate, v_rate = _ref_rates(batch, ops.dtype)
     util = _ref_tile_utilization(ops.shape, batch.tile)
-    matrix_rate = m_rate * util[None, :]
+    matrix_rate = m_rate * util[None, :] * _ref_issue(batch, ops.shape, ops.dtype, is_matrix)
     if batch.vector_peak:
         matrix_rate = np.maximum(matrix_rate, v_rate)
     fp32_vector = _ref_rate(batch.vector_peak, "fp32", n_)

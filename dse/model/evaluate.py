@@ -21,11 +21,14 @@ Phases and what they report (T: time of one step of one data-parallel replica):
 - decode: T covers seq_out tokens of `batch` sequences over a KV cache growing from seq_in;
   decode_tokens_per_s = seq_out / T (one sequence), output_tokens_per_s = batch x that
   (a batch that does not divide among the replicas counts only its own sequences);
-- serve: continuous batching in steady state: `batch` sequences in flight (or, with `max`,
-  the most whose KV cache at the average context seq_in + (seq_out + 1) / 2 fits beside the
-  weights, as a paged KV cache allows; with `best`, the batch among those that fit with the
-  most output tokens/s); each is prefilled once and decoded seq_out times:
-  output_tokens_per_s = batch x seq_out / T;
+- serve: continuous batching as servers run it, one steady-state iteration
+  (dse.workloads.serving): `batch` sequences in flight (or, with `max`, the most whose KV
+  reservations fit in the engine's share of the memory beside the weights and workspace,
+  within its max batch and token budget; with `best`, the batch among those with the most
+  output tokens/s whose time per output token meets the latency target); one forward per
+  iteration carries the decode tokens and the new prompts' tokens; the iteration takes the
+  operators' time plus the engine's host overhead: tpot_s = that, ttft_s = the iterations
+  a prompt takes, output_tokens_per_s = batch x seq_out / lifetime / tpot;
 - inference (encoders): samples_per_s = batch / T.
 No I/O; a design that cannot run the scenario gets feasible = False and a reason.
 """

@@ -55,7 +55,6 @@ class Step:
     compute: np.ndarray  # [N, I] s per instance of the operators' compute term
     bound: np.ndarray  # [N, J] int codes
     total: np.ndarray  # [N] s
-    decode: np.ndarray  # [N] s spent in decode-stage operators and collectives
     missing_rate: np.ndarray  # [N] bool
     no_link: np.ndarray  # [N] bool: chips must talk but cannot
 
@@ -117,13 +116,12 @@ def access(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps,
 
 def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: np.ndarray) -> Step:
     """Operators and collectives of one step joined (stage `step`): counts, times, bounds
-    and the step's total and decode time per design."""
+    and the step's total time per design."""
     n = db.n
     nc = len(coll)
     count = np.concatenate([np.broadcast_to(ops.count, (n, len(ops.name))),
                             np.broadcast_to(coll.count, (n, nc))], axis=1)
     time = np.concatenate([t.time, t_coll], axis=1)
-    stage = np.concatenate([ops.stage, coll.stage])
     per = time * count
     return Step(
         ops=ops, names=np.concatenate([ops.name, coll.name]),
@@ -138,7 +136,7 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
         time=time,
         compute=t.compute,
         bound=np.concatenate([t.bound, np.full((n, nc), INTERCONNECT)], axis=1),
-        total=per.sum(axis=1), decode=per[:, stage == "decode"].sum(axis=1),
+        total=per.sum(axis=1),
         missing_rate=t.missing_rate, no_link=~np.all(np.isfinite(t_coll), axis=1))
 
 

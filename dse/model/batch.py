@@ -18,7 +18,13 @@ import numpy as np
 
 from dse import units
 from dse.errors import DseError
-from dse.spec.hardware import CHANNEL_INTERFACES, HBM_INTERFACES, PRECISIONS, HardwareSpec
+from dse.spec.hardware import (
+    CHANNEL_INTERFACES,
+    HBM_INTERFACES,
+    PRECISIONS,
+    HardwareSpec,
+    fixed_cost,
+)
 from dse.spec.vocabulary import COUPLED, canonical, convert
 
 
@@ -279,15 +285,15 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
         link_bandwidth=v.get("interconnect.link_bandwidth",
                              (ic.link_bandwidth or 0.0) if ic else 0.0),
         links=v.get("interconnect.links", ic.links if ic else 0),
-        link_latency=v.get("interconnect.latency", (ic.latency or 0.0) if ic else 0.0),
+        link_latency=v.get("interconnect.latency", fixed_cost(spec, "interconnect.latency")),
         link_fraction=v.get("interconnect.achievable.fraction",
                             ic.achievable.fraction if ic and ic.achievable else 1.0),
         collective_overhead=v.get("interconnect.collective_overhead",
-                                  (ic.collective_overhead or 0.0) if ic else 0.0),
+                                  fixed_cost(spec, "interconnect.collective_overhead")),
         scale_out_bandwidth=v.get("interconnect.scale_out_bandwidth",
                                   (ic.scale_out_bandwidth or 0.0) if ic else 0.0),
         scale_out_latency=v.get("interconnect.scale_out_latency",
-                                (ic.scale_out_latency or 0.0) if ic else 0.0),
+                                fixed_cost(spec, "interconnect.scale_out_latency")),
         tdp=v.get("tdp", spec.tdp),
         dies=v.get("technology.dies", tech.dies if tech else 1),
         lanes_per_link=v.get("interconnect.lanes_per_link", ic.lanes_per_link if ic else None),

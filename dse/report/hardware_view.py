@@ -9,13 +9,55 @@ from rich.table import Table
 from rich.text import Text
 
 from dse import units
-from dse.spec.hardware import PRECISIONS, HardwareSpec, derived_figures
+from dse.spec.hardware import (
+    PRECISIONS,
+    HardwareSpec,
+    derived_figures,
+    fixed_cost_default,
+)
 
 
 def hardware_document(spec: HardwareSpec) -> dict[str, Any]:
-    """The resolved spec in SI units plus derived figures, for JSON/YAML output."""
+    """The resolved spec in SI units plus derived figures, for JSON/YAML output; `estimated`
+    names the fixed costs the spec omits, with the documented default it is charged (s)."""
     return {"spec": spec.model_dump(mode="json", exclude_none=True),
-            "derived": derived_figures(spec)}
+            "derived": derived_figures(spec),
+            "estimated": {path: fixed_cost_default(path, spec.compute.style)._asdict()
+                          for path in sorted(spec.estimated)}}
+
+
+def _fixed(spec: HardwareSpec, path: str, value: float | None) -> str:
+    """A fixed cost for display, marked when it is the documented default, not the spec's."""
+    return _q(value, units.TIME) + (" (estimate)" if path in spec.estimated else "")
+
+
+def _talks(spec: HardwareSpec) -> bool:
+    """Whether the chip can take part in a collective (links, a scale-out network or a host
+    link through which grouped cards talk)."""
+    ic = spec.interconnect
+    return ic is not None and bool(ic.links or ic.scale_out_bandwidth or ic.host_link)
+
+
+def fixed_costs_text(spec: HardwareSpec) -> Text:
+    """The chip's fixed costs per operator and per collective, with the source of every one
+    that is a documented default rather than the spec's own figure."""
+    c, ic = spec.compute, spec.interconnect
+    lines = [f"per operator (kernel): {_fixed(spec, 'compute.op_overhead', c.op_overhead)}"]
+    if ic is not None and _talks(spec):
+        lines.append("per collective call: "
+                     f"{_fixed(spec, 'interconnect.collective_overhead', ic.collective_overhead)}"
+                     f", plus {_fixed(spec, 'interconnect.latency', ic.latency)} per step")
+        if ic.scale_out_bandwidth:
+            lines.append("per step across the scale-out network: "
+                         + _fixed(spec, "interconnect.scale_out_latency",
+                                  ic.scale_out_latency))
+    shown = ("compute.op_overhead",) + (
+        ("interconnect.collective_overhead", "interconnect.latency") if _talks(spec) else ()
+    ) + (("interconnect.scale_out_latency",) if ic and ic.scale_out_bandwidth else ())
+    for path in shown:
+        if path in spec.estimated:
+            lines.append(f"  {path}: {fixed_cost_default(path, c.style).source}")
+    return Text("Fixed costs\n", style="italic").append("\n".join(lines))
 
 
 def _q(value: float | None, kind: units.Kind) -> str:
@@ -60,8 +102,7 @@ def hardware_tables(spec: HardwareSpec) -> Group:
         if c.matrix.tile else ""
     regs = f"; {_q(c.matrix.register_file, units.BYTES)} registers per {c.unit_name}" \
         if c.matrix.register_file else ""
-    overhead = f"; {_q(c.op_overhead, units.TIME)} per operator" if c.op_overhead \
-        else "; no per-operator overhead given"
+    overhead = f"; {_fixed(spec, 'compute.op_overhead', c.op_overhead)} per operator"
     compute.caption = (f"{c.units} {c.unit_name}{'s' if c.units != 1 else ''}{clock}{tile}"
                        f"{regs}{overhead}")
     compute.caption_justify = "left"
@@ -105,10 +146,10 @@ def hardware_tables(spec: HardwareSpec) -> Group:
                          f"{_q(ic.link_bandwidth, units.BANDWIDTH)} = "
                          f"{_q(ic.chip_bandwidth, units.BANDWIDTH)} per direction, "
                          f"{ic.topology}, {ic.chips_per_node} chips per node"
-                         + (f", latency {_q(ic.latency, units.TIME)} per hop" if ic.latency
-                            else "")
-                         + (f", {_q(ic.collective_overhead, units.TIME)} per collective"
-                            if ic.collective_overhead else "")
+                         + f", latency {_fixed(spec, 'interconnect.latency', ic.latency)}"
+                         " per hop, "
+                         + _fixed(spec, "interconnect.collective_overhead",
+                                  ic.collective_overhead) + " per collective"
                          + (f", achieved fraction {ic.achievable.fraction:.2f}"
                             if ic.achievable else ""))
         if ic.scale_out_bandwidth:
@@ -118,6 +159,7 @@ def hardware_tables(spec: HardwareSpec) -> Group:
             lines.append(f"host link: {ic.host_link.name or ''} "
                          f"{_q(ic.host_link.bandwidth, units.BANDWIDTH)} per direction".strip())
         parts.append(Text("Interconnect\n", style="italic").append("\n".join(lines) or "none"))
+    parts.append(fixed_costs_text(spec))
     facts = []
     if spec.technology:
         t = spec.technology

@@ -368,8 +368,9 @@ def eval_(
 @app.command()
 @user_errors
 def validate(
-    measurements: Annotated[Path | None, typer.Option(
-        help="Measurement CSV (default: the shipped copy of shared/validation).")] = None,
+    measurements: Annotated[list[Path] | None, typer.Option(
+        help="Measurement CSV; repeat for several (default: the shipped copies of "
+             "shared/validation, measurements.csv and gemm-calibration.csv).")] = None,
     fmt: Annotated[Format, typer.Option("--format", "-f", help="table or json.")]
     = Format.table,
     plot: Annotated[Path | None, typer.Option(help="Write predicted vs measured (log axes, "
@@ -382,7 +383,7 @@ def validate(
 
     if fmt is Format.yaml:
         raise DseError("--format: expected table or json")
-    rows = val.run(measurements)
+    rows = val.run(measurements or None)
     doc = view.validation_document(rows, val.summary(rows))
     if plot is not None:
         view.draw(view.plot_data(rows), plot)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,9 +37,14 @@ METRIC_OF_PHASE = {
 NOTES: dict[tuple[str, str], str] = {}
 
 
-def default_measurements() -> Path:
-    """The project's copy of shared/validation/measurements.csv."""
-    return library_dir("validation") / "measurements.csv"
+# The shipped copies of shared/validation: published measurements of whole workloads, and
+# the GEMM rows that calibrate (and check) each chip's achievable rate.
+MEASUREMENT_FILES = ("measurements.csv", "gemm-calibration.csv")
+
+
+def default_measurements() -> tuple[Path, ...]:
+    """The project's copies of shared/validation's measurement files, validated by default."""
+    return tuple(library_dir("validation") / name for name in MEASUREMENT_FILES)
 
 
 @dataclass
@@ -123,9 +129,27 @@ def read_measurements(path: Path) -> list[dict]:
     return rows
 
 
-def run(path: Path | None = None) -> list[Row]:
-    """Predict every row of the measurement file."""
-    path = path or default_measurements()
+def run(paths: Path | Sequence[Path] | None = None) -> list[Row]:
+    """Predict every row of the measurement files (the shipped ones by default), in order;
+    an id given twice across them is an error."""
+    if paths is None:
+        paths = default_measurements()
+    elif isinstance(paths, Path | str):
+        paths = (Path(paths),)
+    out: list[Row] = []
+    seen: dict[str, str] = {}
+    for path in paths:
+        for row in _run_file(Path(path)):
+            if row.id in seen:
+                raise DseError(f"{path}: id {row.id} is also in {seen[row.id]}; ids must be "
+                               "unique across the files validated together")
+            seen[row.id] = str(path)
+            out.append(row)
+    return out
+
+
+def _run_file(path: Path) -> list[Row]:
+    """Predict every row of one measurement file."""
     hw_known = set(library_names("hardware"))
     wl_known = set(library_names("workload"))
     out = []

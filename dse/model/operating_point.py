@@ -60,9 +60,10 @@ def calibrate(db: DesignBatch, static_w: np.ndarray, run: Callable[[str], Step],
               energy: Callable[[Step], tuple[np.ndarray, np.ndarray]]
               ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Matrix energy per precision ([N] J/FLOP) and clocked power per unit ([N] W) that put
-    a large GEMM at the chip's achievable rate exactly at its TDP. `run(p)` gives the step of
-    the calibration GEMM (CALIBRATION_GEMMS) at precision p; `energy(step)` its memory-and-link energy and its
-    operators' FLOPs ([N] J, [N] FLOP). NaN where the chip has no TDP."""
+    a large GEMM at the chip's achievable rate exactly at its TDP. `run(p)` gives the step
+    of the calibration GEMM (CALIBRATION_GEMMS) at precision p; `energy(step)` its
+    memory-and-link energy and its operators' FLOPs ([N] J, [N] FLOP). NaN where the chip
+    has no TDP."""
     tdp = db.tdp
     out: dict[str, np.ndarray] = {}
     active = np.full(db.n, np.nan)

@@ -133,8 +133,9 @@ def test_zero_overhead_reproduces_the_steady_state_of_separate_passes():
     prompt and decode tokens share one forward (weights read once per iteration; the
     roofline's max taken over their sum). With a short prompt and a long generation these
     vanish: the two agree within 0.5%. Where prompts weigh more the fused forward is
-    faster than the separate passes, never slower by more than the one extra decode step
-    it saves (it is checked against the hand-built iteration above instead)."""
+    faster than the separate passes (memory-bound decode rows and compute-bound prompt
+    rows overlap in one max): 4% here for 384 sequences of 128 + 128 tokens; that case is
+    checked against the hand-built iteration above, not against the separate passes."""
     for wl, batch, s_in, s_out in ((LLAMA2_7B, 8, 16, 1024), (LLAMA3_8B, 32, 16, 1024)):
         kw = dict(batch=batch, seq_in=s_in, precision="bf16")
         new = dse.evaluate(H100, serving(wl, **AS_BEFORE), phase="serve", seq_out=s_out, **kw)

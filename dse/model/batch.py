@@ -43,16 +43,16 @@ class DesignBatch:
     # engine; [N, 3] where designs differ
     register_file: float | np.ndarray | None  # bytes per unit holding GEMM accumulators;
     # [N] where designs differ
+    blocks: tuple[tuple[int, int], ...]  # thread-block tiles (m, n) of the GEMM library
+    # (empty: no wave quantization)
+    align_bytes: np.ndarray  # [N] leading-dimension multiple of the fast path (NaN: none)
+    align_slowdown: np.ndarray  # [N] rate of the misaligned path / aligned (1: none)
     op_overhead: np.ndarray  # [N] s per operator
     level_names: tuple[str, ...]
     level_kinds: tuple[str, ...]
     resident: np.ndarray  # [L] bool: may hold weights / KV cache across steps
     per_unit: np.ndarray  # [L] bool: one instance per compute unit
     stacks: np.ndarray  # [N, L] HBM stacks of each level (0: none or not an HBM level)
-    blocks: tuple[tuple[int, int], ...]  # thread-block tiles (m, n) of the GEMM library
-    # (empty: no wave quantization)
-    align_bytes: np.ndarray  # [N] leading-dimension multiple of the fast path (NaN: none)
-    align_slowdown: np.ndarray  # [N] rate of the misaligned path / aligned (1: none)
     channels: np.ndarray  # [N, L] DRAM channels of each level (0: none given)
     peak_bandwidth: np.ndarray  # [N, L] B/s datasheet peak, chip total
     capacity: np.ndarray  # [N, L] bytes, chip total
@@ -66,15 +66,15 @@ class DesignBatch:
     scale_out_bandwidth: np.ndarray  # [N] B/s per chip per direction
     scale_out_latency: np.ndarray  # [N] s
     tdp: np.ndarray  # [N] W (NaN: none given)
+    matrix_energy: dict[str, np.ndarray]  # precision -> [N] J per matrix FLOP at the rated
+    # clock (the spec's `power`; empty: calibrated at evaluation)
+    active_per_unit: np.ndarray  # [N] W per unit clocked while running (NaN: no `power`)
     dies: np.ndarray  # [N] compute dies in the package
     lanes_per_link: np.ndarray  # [N] SerDes lanes per chip-to-chip link (NaN: not given)
     host_link_bandwidth: np.ndarray  # [N] B/s per direction (0: no host link)
     host_link_lanes: np.ndarray  # [N] (NaN: not given)
     topology: str | None
     chips_per_node: int | np.ndarray  # [N] where designs differ
-    matrix_energy: dict[str, np.ndarray]  # precision -> [N] J per matrix FLOP at the rated
-    # clock (the spec's `power`; empty: calibrated at evaluation)
-    active_per_unit: np.ndarray  # [N] W per unit clocked while running (NaN: no `power`)
     overrides: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
@@ -295,16 +295,16 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
         scale_out_latency=v.get("interconnect.scale_out_latency",
                                 fixed_cost(spec, "interconnect.scale_out_latency")),
         tdp=v.get("tdp", spec.tdp),
+        matrix_energy={p: v.get(f"power.matrix_energy.{p}", e)
+                       for p, e in (spec.power.matrix_energy.items() if spec.power else ())},
+        active_per_unit=v.get("power.active_per_unit",
+                              (spec.power.active_per_unit or 0.0) if spec.power else None),
         dies=v.get("technology.dies", tech.dies if tech else 1),
         lanes_per_link=v.get("interconnect.lanes_per_link", ic.lanes_per_link if ic else None),
         host_link_bandwidth=v.get("interconnect.host_link.bandwidth",
                                   hl.bandwidth if hl else 0.0),
         host_link_lanes=v.get("interconnect.host_link.lanes", hl.lanes if hl else None),
         topology=ic.topology if ic else None,
-        matrix_energy={p: v.get(f"power.matrix_energy.{p}", e)
-                       for p, e in (spec.power.matrix_energy.items() if spec.power else ())},
-        active_per_unit=v.get("power.active_per_unit",
-                              (spec.power.active_per_unit or 0.0) if spec.power else None),
         chips_per_node=(v.get("interconnect.chips_per_node", ic.chips_per_node)
                         if ic and v.given("interconnect.chips_per_node")
                         else (ic.chips_per_node if ic else 1)),

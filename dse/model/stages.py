@@ -51,8 +51,8 @@ class Step:
     count: np.ndarray  # [N, J]
     flops: np.ndarray  # [N, J]
     traffic: np.ndarray  # [N, I, L] of the operators (collectives move none through levels)
-    time: np.ndarray  # [N, J] s per instance
     compute: np.ndarray  # [N, I] s per instance of the operators' compute term
+    time: np.ndarray  # [N, J] s per instance
     bound: np.ndarray  # [N, J] int codes
     total: np.ndarray  # [N] s
     missing_rate: np.ndarray  # [N] bool
@@ -133,8 +133,8 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
         flops=np.concatenate([np.broadcast_to(ops.flops, (n, len(ops.name))),
                               np.zeros((n, nc))], axis=1),
         traffic=t.traffic,
-        time=time,
         compute=t.compute,
+        time=time,
         bound=np.concatenate([t.bound, np.full((n, nc), INTERCONNECT)], axis=1),
         total=per.sum(axis=1),
         missing_rate=t.missing_rate, no_link=~np.all(np.isfinite(t_coll), axis=1))

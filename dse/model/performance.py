@@ -259,7 +259,7 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     tile = batch.tile
     shape, r, w = ops.shape, ops.read, ops.written
     # Thread-block waves and the alignment rule scale the matrix rate ([N, I]; None: 1).
-    issue = _issue_factor(batch, shape, dtypes, is_matrix)
+    issue = _issue_factor(batch, shape, dtypes, is_matrix, ops.kind)
     gemms = Gemms.of(shape, tile, is_matrix, slots) if shape.ndim == 2 else None
     dim_fields = [Field(f"dim{j}", shape[..., j], block) for j in range(3)]
     classes = _Classes.of(r, w) if r.ndim == 2 and w.ndim == 2 else None
@@ -446,7 +446,7 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
 
 
 def _issue_factor(batch: DesignBatch, shape: np.ndarray, dtypes: list[str],
-                  is_matrix: np.ndarray) -> np.ndarray | None:
+                  is_matrix: np.ndarray, kinds: np.ndarray) -> np.ndarray | None:
     """[N, I] share of the matrix rate a GEMM keeps: its thread blocks' wave efficiency
     (`tiling.wave_factor`) x the misaligned path's slowdown where the alignment rule fails
     (`tiling.misaligned`); None when both are 1 everywhere."""
@@ -455,7 +455,11 @@ def _issue_factor(batch: DesignBatch, shape: np.ndarray, dtypes: list[str],
         out = wave_factor(shape, batch.tile, batch.units, batch.blocks, is_matrix)
     if np.isfinite(batch.align_bytes).any():
         size = np.array([DTYPE_BYTES.get(d, 2.0) for d in dtypes])
-        off = misaligned(shape, size, batch.align_bytes, is_matrix)
+        # The rule is the library GEMM's: fused attention kernels pad their tiles themselves,
+        # and a dimension that is an average (a mean context, a mean SQuAD length) is no
+        # one shape's leading dimension.
+        whole = (shape[..., 1:3] == np.round(shape[..., 1:3])).all(axis=-1)
+        off = misaligned(shape, size, batch.align_bytes, is_matrix & (kinds == "gemm")) & whole
         if off.any():
             slow = np.where(off, batch.align_slowdown[:, None], 1.0)
             out = slow if out is None else out * slow

@@ -88,7 +88,7 @@ def _ref_reread(batch: DesignBatch, shape: np.ndarray,
 
 
 def _ref_issue(batch: DesignBatch, shape: np.ndarray, dtypes: np.ndarray,
-               matrix: np.ndarray) -> np.ndarray:
+               matrix: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     """Thread-block wave efficiency x alignment slowdown, one design and operator at a
     time (the specification of tiling.wave_factor and tiling.misaligned)."""
     size = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
@@ -107,7 +107,9 @@ def _ref_issue(batch: DesignBatch, shape: np.ndarray, dtypes: np.ndarray,
                     1.0) for bm, bn in batch.blocks)
             a = batch.align_bytes[d]
             e = size.get(dtypes[i], 2.0)
-            if np.isfinite(a) and ((k * e) % a or (shape[i][1] * e) % a):
+            whole = k == round(k) and shape[i][1] == round(shape[i][1])
+            if np.isfinite(a) and kinds[i] == "gemm" and whole and (
+                    (k * e) % a or (shape[i][1] * e) % a):
                 best *= batch.align_slowdown[d]
             out[d, i] = best
     return out
@@ -120,7 +122,8 @@ def _reference_op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.nda
     is_matrix = np.isin(ops.kind, MATRIX_KINDS)
     m_rate, v_rate = _ref_rates(batch, ops.dtype)
     util = _ref_tile_utilization(ops.shape, batch.tile)
-    matrix_rate = m_rate * util[None, :] * _ref_issue(batch, ops.shape, ops.dtype, is_matrix)
+    issue = _ref_issue(batch, ops.shape, ops.dtype, is_matrix, ops.kind)
+    matrix_rate = m_rate * util[None, :] * issue
     if batch.vector_peak:
         matrix_rate = np.maximum(matrix_rate, v_rate)
     fp32_vector = _ref_rate(batch.vector_peak, "fp32", n_)

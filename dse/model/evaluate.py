@@ -380,15 +380,16 @@ def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: di
     chip_energy = StepEnergy(energy.compute / stages, energy.memory / stages,
                              energy.links / stages)
     terms = step_terms(db, st.count / stages, st.time, st.compute, st.traffic)
+    host = engine_of(sc).iteration_overhead if sc.phase == "serve" else 0.0
     pw = chip_power(db, chip_energy, terms, static_w,
-                    np.nan_to_num(active, nan=0.0) * db.units, db.tdp)
+                    np.nan_to_num(active, nan=0.0) * db.units, db.tdp, host)
     s = pw.stretch
     m = {k: (v * s if k in _TIME_METRICS else v / s) for k, v in raw.items()}
     system_w = chips * pw.power_w
     nan = np.full(db.n, np.nan)
     m["power_w"] = pw.power_w
     m["clock_hz"] = db.clock * pw.clock_ratio if np.any(db.clock > 0) else nan
-    m["energy_per_step_j"] = system_w * st.total * s
+    m["energy_per_step_j"] = system_w * (st.total + host) * s
     m["area_mm2"] = die.total_mm2
     with np.errstate(divide="ignore", invalid="ignore"):
         if sc.phase in ("decode", "serve"):

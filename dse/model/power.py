@@ -18,7 +18,9 @@ not, and fixed costs and collectives stay as they are:
              overhead) + collectives
     P(s)   = P_static + P_active s v(s)^2 + (v(s)^2 E_core + E_off) / T(s)
 A chip whose P(1) exceeds its TDP runs at the largest s with P(s) <= TDP (P rises with s,
-so bisection finds it); its step takes T(s) and its metrics are scaled by T(s) / T(1).
+so bisection finds it); its step takes T(s) and its metrics are scaled by T(s) / T(1). Host
+time a serving engine adds per iteration is neither shortened by the clock nor spent with
+the cores running: it adds to both times and divides the dynamic energy over a longer step.
 """
 
 from __future__ import annotations
@@ -200,23 +202,27 @@ class PowerResult:
 
 
 def chip_power(db: DesignBatch, energy: StepEnergy, terms: StepTerms, static_w: np.ndarray,
-               active_w: np.ndarray, tdp_w: np.ndarray) -> PowerResult:
+               active_w: np.ndarray, tdp_w: np.ndarray, idle_s: float = 0.0) -> PowerResult:
     """Average power per chip and the clock its TDP allows (`tdp_w`, [N] W, NaN: no cap):
-    energy at the rated clock, the step's time terms, static and clocked-core power, [N]."""
+    energy at the rated clock, the step's time terms, static and clocked-core power, [N];
+    `idle_s`: time per step the chip waits for its host (a serving engine's overhead per
+    iteration), which no clock shortens and in which the cores draw only static power."""
     on = on_chip(db)
     e_core = energy.compute + energy.memory[:, on].sum(axis=1)
     e_off = energy.memory[:, ~on].sum(axis=1) + energy.links
     ones = np.ones(db.n)
-    t1 = terms.total(ones)
+    t1 = terms.total(ones) + idle_s
 
     def power(s: np.ndarray, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
         v2 = np.maximum(VOLTAGE_FLOOR, s) ** 2
         sub = StepTerms(terms.count[rows], terms.scaled[rows], terms.fixed[rows],
                         terms.overhead[rows])
-        t = sub.total(s)
+        busy = sub.total(s)
+        t = busy + idle_s
         with np.errstate(divide="ignore", invalid="ignore"):
-            dyn = np.where(t > 0, (v2 * e_core[rows] + e_off[rows]) / t, 0.0)
-        return static_w[rows] + active_w[rows] * s * v2 + dyn
+            dyn = np.where(t > 0, (v2 * e_core[rows] + e_off[rows]
+                                   + active_w[rows] * s * v2 * busy) / t, 0.0)
+        return static_w[rows] + dyn
 
     demand = power(ones)
     capped = np.isfinite(tdp_w)
@@ -240,7 +246,7 @@ def chip_power(db: DesignBatch, energy: StepEnergy, terms: StepTerms, static_w: 
         reason[i] = (f"{power_w[i]:.0f} W even at the lowest clock ({MIN_CLOCK:.0%} of the "
                      f"rated one) exceeds the {tdp_w[i]:.0f} W TDP")
     with np.errstate(divide="ignore", invalid="ignore"):
-        stretch = np.where(t1 > 0, terms.total(s) / t1, 1.0)
+        stretch = np.where(t1 > 0, (terms.total(s) + idle_s) / t1, 1.0)
     return PowerResult(power_w=np.minimum(power_w, np.where(capped, tdp_w, np.inf)),
                        static_w=static_w, demand_w=demand, clock_ratio=s, stretch=stretch,
                        limited=limited, feasible=~(static_over | floor_over), reason=reason)

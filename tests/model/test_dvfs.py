@@ -146,3 +146,26 @@ def test_active_share_is_the_stated_fraction():
     clocked_w = active[0] * db.units[0]
     assert clocked_w / (clocked_w + flops_w) == pytest.approx(ACTIVE_SHARE, rel=0.02)
     assert np.isfinite(clocked_w)
+
+
+def test_host_idle_time_by_hand():
+    # One compute-bound operator of 1 ms at the rated clock, 0.5 J of core and 0.1 J of DRAM
+    # energy, 100 W of clocked cores while it runs, 50 W static, and 1 ms per step in which
+    # the chip waits for its host: 50 + (0.5 + 0.1 + 100 x 1e-3) / 2e-3 = 400 W.
+    from dse.model.power import StepEnergy, StepTerms, chip_power
+
+    db = design_batch(load_hardware("h100-sxm"), {"tdp": ["1000 W", "300 W"]})
+    on = np.array([k in ("register", "sram", "cache") for k in db.level_kinds])
+    memory = np.zeros((2, db.levels))
+    memory[:, np.flatnonzero(~on)[0]] = 0.1
+    energy = StepEnergy(compute=np.full(2, 0.5), memory=memory, links=np.zeros(2))
+    terms = StepTerms(count=np.ones((2, 1)), scaled=np.full((2, 1), 1e-3),
+                      fixed=np.zeros((2, 1)), overhead=np.zeros((2, 1)))
+    pw = chip_power(db, energy, terms, np.full(2, 50.0), np.full(2, 100.0), db.tdp, 1e-3)
+    assert pw.demand_w[0] == pytest.approx(400.0) and not pw.limited[0]
+    s = pw.clock_ratio[1]
+    assert pw.limited[1] and pw.power_w[1] == pytest.approx(300.0, rel=1e-9)
+    # At clock ratio s: busy 1 ms / s, so 50 + (s^2 0.5 + 0.1 + 100 s^3 1e-3 / s) / t = 300.
+    t = 1e-3 / s + 1e-3
+    assert 50 + (s * s * 0.5 + 0.1 + 100 * s * s * 1e-3) / t == pytest.approx(300.0)
+    assert pw.stretch[1] == pytest.approx(t / 2e-3)

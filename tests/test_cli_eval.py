@@ -274,3 +274,12 @@ def test_area_budget_makes_larger_dies_infeasible():
     assert bad.exit_code == 2 and "--area-budget" in bad.output
     no_node = run("eval", "cerebras-wse3", "llama2-7b", "--area-budget", "700 mm2")
     assert no_node.exit_code == 2 and "area budget needs the area model" in no_node.output
+
+
+def test_a_power_limited_design_shows_its_clock():
+    result = run("eval", "h100-sxm", "gemm:8192x8192x8192", "--set", "tdp=400W")
+    assert result.exit_code == 0, result.output
+    assert "core clock lowered to fit the TDP, 1.4" in result.stdout
+    doc = json.loads(run("eval", "h100-sxm", "gemm:8192x8192x8192", "--set", "tdp=400W",
+                         "-f", "json").stdout)
+    assert doc["power_limited"] is True and 1.3e9 < doc["metrics"]["clock_hz"] < 1.83e9

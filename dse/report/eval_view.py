@@ -134,7 +134,10 @@ def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) 
         if value is not None:
             head.add_row(label, _fmt(value, kind))
     if doc.get("power_limited"):
-        head.add_row("power-limited", "yes: slowed to fit the TDP (metrics include it)")
+        clock = doc["metrics"].get("clock_hz")
+        at = f", {_fmt(clock, units.FREQUENCY)}" if clock is not None else ""
+        head.add_row("power-limited", f"yes: core clock lowered to fit the TDP{at} (metrics "
+                     "include it)")
     if doc.get("power_note"):
         head.add_row("power", f"not modelled: {doc['power_note']}")
 

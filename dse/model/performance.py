@@ -459,9 +459,13 @@ def _issue_factor(batch: DesignBatch, shape: np.ndarray, dtypes: list[str],
         # and a dimension that is an average (a mean context, a mean SQuAD length) is no
         # one shape's leading dimension.
         whole = (shape[..., 1:3] == np.round(shape[..., 1:3])).all(axis=-1)
-        off = misaligned(shape, size, batch.align_bytes, is_matrix & (kinds == "gemm")) & whole
+        rule = batch.align_bytes
+        if shape.ndim == 2 and bool((rule == rule[0]).all()):
+            rule = rule[:1]  # one rule for every design: check each operator once
+        off = misaligned(shape, size, rule, is_matrix & (kinds == "gemm")) & whole
         if off.any():
-            slow = np.where(off, batch.align_slowdown[:, None], 1.0)
+            slow = np.where(np.broadcast_to(off, (batch.n, off.shape[-1])),
+                            batch.align_slowdown[:, None], 1.0)
             out = slow if out is None else out * slow
     if out is not None and bool((out == 1.0).all()):
         return None

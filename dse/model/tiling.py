@@ -125,24 +125,35 @@ def wave_factor(shape: np.ndarray, tile: tuple[int, int, int] | None, units: np.
     of the time; the library runs the candidate block with the highest share (NVIDIA,
     "Matrix Multiplication Background User's Guide", DU-09799-001, sections 3.1 tile and
     3.2 wave quantization). 1 for operators that are not GEMMs. shape: [I, 4] or [N, I, 4]
-    (m, n, k, batch); units: [N]."""
+    (m, n, k, batch); units: [N]. Computed for the GEMM columns only; the tile counts once
+    per operator when the shapes are the same for every design."""
     n_designs = len(units)
-    out_shape = (n_designs, len(is_matrix))
-    if not blocks or not is_matrix.any():
-        return np.ones(out_shape)
-    m = np.maximum(shape[..., 0], 1.0)
-    n = np.maximum(shape[..., 1], 1.0)
-    b = np.maximum(shape[..., 3], 1.0)
+    out = np.ones((n_designs, len(is_matrix)))
+    cols = np.flatnonzero(is_matrix)
+    if not blocks or not cols.size:
+        return out
+    sub = shape[..., cols, :]
+    m = np.maximum(sub[..., 0], 1.0)
+    n = np.maximum(sub[..., 1], 1.0)
+    b = np.maximum(sub[..., 3], 1.0)
     if tile:  # the native tile's padding is counted by the tile utilization already
         m = np.ceil(m / tile[0]) * tile[0]
         n = np.ceil(n / tile[1]) * tile[1]
-    u = units[:, None].astype(float)
-    best = np.zeros(out_shape)
+    useful = m * n * b
+    # Unit counts are few even over many designs: with per-operator shapes, work per
+    # distinct count and gather.
+    per_design = sub.ndim == 3
+    u_vals, inverse = (units, None) if per_design else np.unique(units, return_inverse=True)
+    u = np.asarray(u_vals, dtype=float)[:, None]
+    best = np.zeros((len(u), cols.size))
     for bm, bn in blocks:
-        tiles = np.ceil(m / bm) * np.ceil(n / bn) * b
+        tiles = np.ceil(m / bm) * np.ceil(n / bn) * b  # [I'] or [N, I']
         waves = np.ceil(tiles / u)
-        np.fmax(best, np.minimum(m * n * b / (waves * u * bm * bn), 1.0), out=best)
-    return np.where(is_matrix[None, :], best, 1.0)
+        waves *= u * (bm * bn)
+        np.fmax(best, useful / waves, out=best)
+    np.minimum(best, 1.0, out=best)
+    out[:, cols] = best if per_design else best[inverse.ravel()]
+    return out
 
 
 def misaligned(shape: np.ndarray, element_bytes: np.ndarray, align_bytes: np.ndarray,

@@ -213,6 +213,11 @@ def is_per_cycle(value: str) -> bool:
         return False
 
 
+def article(word: str) -> str:
+    """'an' before a vowel ("an energy per operation"), else 'a'."""
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
 def to_kind(value: object, kind: Kind, *, clock_hz: float | None = None,
             positive: bool = True) -> float:
     """Convert a YAML value ("3.35 TB/s") to a float in `kind`'s internal unit.
@@ -220,7 +225,8 @@ def to_kind(value: object, kind: Kind, *, clock_hz: float | None = None,
     Per-cycle values ("64 B/cycle") are converted with `clock_hz`; without a clock they are
     an error. Raises UnitError with a one-line message naming the expected kind.
     """
-    expect = f"expected {'a positive' if positive else 'a'} {kind.name} like '{kind.example}'"
+    expect = (f"expected {'a positive' if positive else article(kind.name)} {kind.name} "
+              f"like '{kind.example}'")
     if isinstance(value, bool) or value is None:
         raise UnitError(f"{expect}, found {value!r}")
     if isinstance(value, int | float):

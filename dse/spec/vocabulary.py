@@ -75,7 +75,8 @@ class Term:
         if self.le is not None:
             parts.append(f"<= {self.le:g}")
         what = "a whole number" if self.integer else (
-            f"a {self.kind.name} like '{self.kind.example}'" if self.kind else "a number")
+            f"{units.article(self.kind.name)} {self.kind.name} like '{self.kind.example}'"
+            if self.kind else "a number")
         return what + (f" {' and '.join(parts)}" if parts else "")
 
 
@@ -288,7 +289,8 @@ def _one(path: str, term: Term, item: object, clock_hz: float | None) -> float:
         text = item.strip()
         if term.kind is not None and not _plain_number(text):
             try:
-                v = units.to_kind(text, term.kind, clock_hz=clock_hz, positive=False)
+                v = units.to_kind(text, term.kind, clock_hz=clock_hz,
+                                  positive=term.gt is not None and term.gt >= 0)
             except units.UnitError as e:
                 raise DseError(f"--set {path}: {e}") from None
         else:

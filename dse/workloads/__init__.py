@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from dse import units
 from dse.errors import DseError
 from dse.spec.workload import WORKLOAD_SCHEMAS, Scenario, WorkloadSpec
 from dse.workloads import gemm, transformer
@@ -97,8 +98,11 @@ def _replaced(spec: WorkloadSpec, name: str, base: Scenario, overrides: dict[str
     fields = base.model_dump()
     if fields.get("latency_target") is not None:  # back to YAML's form: a time with a unit
         fields["latency_target"] = f"{fields['latency_target']!r} s"
-    if fields.get("engine") is not None:
-        fields["engine"]["iteration_overhead"] = f"{fields['engine']['iteration_overhead']!r} s"
+    if base.engine is not None:  # the fields the scenario sets, so they stay the ones shown
+        fields["engine"] = base.engine.model_dump(exclude_unset=True)
+        if "iteration_overhead" in fields["engine"]:
+            fields["engine"]["iteration_overhead"] = \
+                f"{fields['engine']['iteration_overhead']!r} s"
     fields.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return Scenario.model_validate(fields)
@@ -129,7 +133,9 @@ def describe_scenario(sc: Scenario) -> str:
     parts.append(sc.precision + (f" (KV {sc.kv_precision})" if sc.kv_precision else ""))
     if sc.phase == "serve":  # the engine's fields the scenario sets (serving.describe_engine)
         given = sorted(sc.engine.model_fields_set) if sc.engine is not None else []
-        parts.append("engine " + (" ".join(f"{k}={getattr(sc.engine, k)}" for k in given)
+        shown = {k: units.format_quantity(getattr(sc.engine, k), units.TIME)
+                 if k == "iteration_overhead" else getattr(sc.engine, k) for k in given}
+        parts.append("engine " + (" ".join(f"{k}={v}" for k, v in shown.items())
                                   or "default"))
     return ", ".join(parts)
 

@@ -239,7 +239,7 @@ def test_engine_is_named_in_the_scenario():
                                                              "admission": "average"}})
     assert sc.engine.iteration_overhead == 2e-3 and sc.engine.kv_memory_fraction == 0.9
     assert describe_scenario(sc).endswith(
-        "engine admission=average iteration_overhead=0.002")
+        "engine admission=average iteration_overhead=2 ms")
     assert describe_scenario(scenario_for(LLAMA3_8B, None, phase="serve")).endswith(
         "engine default")
     with pytest.raises(ValueError, match="engine goes with phase serve"):

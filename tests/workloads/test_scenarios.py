@@ -48,3 +48,15 @@ def test_scenarios_describe_themselves_in_one_line():
     bert = dse.load_workload("bert-large")
     assert describe_scenario(bert.scenarios["mlperf-offline"]) == \
         "inference, batch max, seq_in 384, lengths squad-v1.1 (mean 178.5), int8"
+
+
+def test_a_scenario_replaced_by_options_keeps_naming_only_its_engine_fields():
+    from dse.spec.workload import Scenario
+
+    wl = dse.load_workload("llama3-8b")
+    sc = Scenario(phase="serve", batch="max", seq_in=512, seq_out=256,
+                  engine={"iteration_overhead": "2 ms"})
+    wl = wl.model_copy(update={"scenarios": {"chat": sc}})
+    _, replaced = resolve_scenario(wl, "chat", seq_in=256)
+    assert describe_scenario(replaced).endswith("engine iteration_overhead=2 ms")
+    assert replaced.engine.iteration_overhead == pytest.approx(2e-3)

@@ -366,14 +366,14 @@ def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: di
     # Static power leaks from the transistors: padding added for die edge holds none.
     content = die.total_mm2 - die.components.get(PADDING, 0.0)
     static_w = tech.energy.static.per_area * content
-    calibrated, active = None, db.active_per_unit
-    if not db.matrix_energy:
+    calibrated, active = None, np.nan_to_num(db.active_per_unit, nan=0.0)
+    if not db.matrix_energy and db.spec.tdp is not None:
         # Calibrated on the chip as its file gives it: designs varied from it (more units,
-        # another TDP) keep its energy per operation and move along the DVFS curve.
-        own, active = _operating_point(design_batch(db.spec), tech)
-        if all(np.isfinite(v).all() for v in own.values()):  # else no TDP: node constants
-            calibrated = {p: np.broadcast_to(v, (db.n,)) for p, v in own.items()}
-        active = np.broadcast_to(np.nan_to_num(active, nan=0.0), (db.n,))
+        # another TDP) keep its energy per operation and move along the DVFS curve. A chip
+        # without a TDP has no operating point: the node's constants and no clocked power.
+        own, unit_w = _operating_point(design_batch(db.spec), tech)
+        calibrated = {p: np.broadcast_to(v, (db.n,)) for p, v in own.items()}
+        active = np.broadcast_to(unit_w, (db.n,))
     energy = step_energy(db, tech, st.precision, st.matrix, st.count, st.flops, st.traffic,
                          st.link_bytes, calibrated)
     # A latency-phase listing covers every pipeline stage; each chip runs 1/pp of it.
@@ -381,8 +381,7 @@ def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: di
                              energy.links / stages)
     terms = step_terms(db, st.count / stages, st.time, st.compute, st.traffic)
     host = engine_of(sc).iteration_overhead if sc.phase == "serve" else 0.0
-    pw = chip_power(db, chip_energy, terms, static_w,
-                    np.nan_to_num(active, nan=0.0) * db.units, db.tdp, host)
+    pw = chip_power(db, chip_energy, terms, static_w, active * db.units, db.tdp, host)
     s = pw.stretch
     m = {k: (v * s if k in _TIME_METRICS else v / s) for k, v in raw.items()}
     system_w = chips * pw.power_w
@@ -418,7 +417,7 @@ def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: di
 def _operating_point(db: DesignBatch,
                      tech: TechSpec) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Energy per matrix FLOP and clocked power per unit of a chip whose file gives none,
-    calibrated on a large GEMM at its TDP (dse.model.operating_point); NaN without a TDP."""
+    calibrated on a large GEMM at its TDP (dse.model.operating_point)."""
     die = area(db, tech, reticle=False)
     static_w = tech.energy.static.per_area * (die.total_mm2 - die.components.get(PADDING, 0.0))
     ex = Execution()

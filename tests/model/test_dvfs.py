@@ -169,3 +169,14 @@ def test_host_idle_time_by_hand():
     t = 1e-3 / s + 1e-3
     assert 50 + (s * s * 0.5 + 0.1 + 100 * s * s * 1e-3) / t == pytest.approx(300.0)
     assert pw.stretch[1] == pytest.approx(t / 2e-3)
+
+
+def test_a_chip_without_a_tdp_uses_the_node_constants_and_is_never_throttled():
+    spec, tech = hardware_with_technology("apple-m2-ultra")
+    assert spec.tdp is None and spec.power is None
+    ev = dse.evaluate(spec, dse.load_workload("gemm:4096x4096x4096"), precision="fp16",
+                      tech=tech)
+    per_op = getattr(tech.energy, spec.compute.style).per_op["fp16"]
+    flops = float(np.sum(ev.ops_count[0] * ev.ops_flops[0]))
+    assert ev.energy.compute[0] == pytest.approx(flops * per_op)
+    assert not ev.power_limited[0] and np.isfinite(ev.metrics["power_w"][0])

@@ -10,6 +10,7 @@ from dse.errors import DseError, Issue, SpecError
 from dse.model.area import area
 from dse.model.batch import design_batch
 from dse.spec.load import (
+    check_lengths_file,
     detect_kind,
     issue_at,
     load_design,
@@ -42,6 +43,9 @@ def check_file(path: Path) -> str:
         return kind
     if kind == "workload":
         load_workload(path)
+        return kind
+    if kind == "lengths":
+        check_lengths_file(path)
         return kind
     raise SpecError([Issue(str(path), 1, 1, "", f"{kind} files are not supported by this "
                                                "version of dse")])

@@ -224,3 +224,16 @@ def test_workload_accepts_max_and_best_per_sequence():
         assert f"batch {word} depends on the hardware" in result.output
     bad = run("workload", "llama2-7b", "--batch", "many")
     assert bad.exit_code == 2 and "expected a whole number or max or best" in bad.output
+
+
+def test_check_knows_a_length_distribution_file(tmp_path):
+    from dse.spec.load import library_dir
+
+    shipped = library_dir("lengths") / "squad-v1.1.yaml"
+    ok = runner.invoke(app, ["check", str(shipped)])
+    assert ok.exit_code == 0 and "ok (lengths)" in ok.output, ok.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(shipped.read_text().replace("features: 10833", "features: 10832"))
+    result = runner.invoke(app, ["check", str(bad)])
+    assert result.exit_code == 2 and "counts sum to 10833, but features says 10832" in \
+        result.output, result.output

@@ -307,6 +307,13 @@ def load_design(ref: str | Path) -> tuple[hardware.HardwareSpec, technology.Tech
 
 
 @functools.cache
+def check_lengths_file(path: Path) -> lengths.LengthDistribution:
+    """A length distribution file validated on its own (`dse check`)."""
+    spec = validate(lengths.ShippedFile, read_yaml(path, display=str(path)))
+    assert isinstance(spec, lengths.ShippedFile)
+    return lengths.from_file(path.stem, spec)
+
+
 def load_lengths(name: str) -> lengths.LengthDistribution:
     """A shipped length distribution by name (`workloads/lengths/NAME.yaml`). An unknown
     name raises ValueError (a scenario reports it at its `lengths:`); a broken file raises
@@ -316,10 +323,7 @@ def load_lengths(name: str) -> lengths.LengthDistribution:
         raise ValueError(f"unknown length distribution '{name}'; expected one of: "
                          f"{', '.join(known) or '(none shipped)'}, a histogram or a mean "
                          "with second_moment or std")
-    path = library_dir("lengths") / f"{name}.yaml"
-    spec = validate(lengths.ShippedFile, read_yaml(path, display=str(path)))
-    assert isinstance(spec, lengths.ShippedFile)
-    return lengths.from_file(name, spec)
+    return check_lengths_file(library_dir("lengths") / f"{name}.yaml")
 
 
 lengths.use_library(load_lengths)
@@ -349,6 +353,8 @@ def detect_kind(path: Path, data: dict, _depth: int = 0) -> str:
         return "study"
     if "phy" in data or "energy" in data:
         return "technology"
+    if "counts" in data and "max_length" in data:
+        return "lengths"
     base = data.get("base")
     if isinstance(base, str) and _depth < 16:
         for kind in ("hardware", "workload"):

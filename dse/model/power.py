@@ -13,8 +13,9 @@ v(s) = max(VOLTAGE_FLOOR, s) of its rated value (V rises with f across the DVFS 
 core energy per operation scales with v^2 and the clocked cores' power with s v^2 (about
 s^3); DRAM, host and link energy per byte do not depend on the core clock. Every
 operator's compute and on-chip memory time stretches by 1/s, its off-chip memory time does
-not, and fixed costs and collectives stay as they are:
-    T(s)   = sum over operators of count x (max(compute / s, on-chip / s, off-chip) +
+not, and fixed costs and collectives stay as they are (`overlap` is the kernel's imperfect
+overlap of the two, performance.OVERLAP):
+    T(s)   = sum over operators of count x (overlap(max(compute, on-chip) / s, off-chip) +
              overhead) + collectives
     P(s)   = P_static + P_active s v(s)^2 + (v(s)^2 E_core + E_off) / T(s)
 A chip whose P(1) exceeds its TDP runs at the largest s with P(s) <= TDP (P rises with s,
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.model.batch import DesignBatch
-from dse.model.performance import FALLBACK, executed_precision
+from dse.model.performance import FALLBACK, executed_precision, overlap
 from dse.spec.hardware import ON_CHIP_KINDS, interface_family
 from dse.spec.technology import OpEnergy, TechSpec
 
@@ -150,7 +151,8 @@ _BISECTIONS = 40  # halvings of [MIN_CLOCK, 1]: the clock to within 1e-12
 class StepTerms:
     """One step's time at the rated clock split by how it follows the core clock, [N, J]
     per instance with counts: `scaled` (compute and on-chip memory terms, max of the two),
-    `fixed` (off-chip memory terms), `overhead` (per-launch costs and collectives)."""
+    `fixed` (off-chip memory terms), `overhead` (per-launch costs and collectives); an
+    operator's time is overlap(scaled, fixed) + overhead, as in performance.op_times."""
 
     count: np.ndarray
     scaled: np.ndarray
@@ -159,7 +161,7 @@ class StepTerms:
 
     def total(self, s: np.ndarray) -> np.ndarray:
         """[N] step time at clock ratio s ([N])."""
-        t = np.maximum(self.scaled / s[:, None], self.fixed) + self.overhead
+        t = overlap(self.scaled / s[:, None], self.fixed) + self.overhead
         return np.einsum("nj,nj->n", self.count, t)
 
 
@@ -176,7 +178,7 @@ def step_terms(db: DesignBatch, count: np.ndarray, time: np.ndarray, compute: np
     comp = np.where(np.isfinite(compute), compute, 0.0)
     scaled[:, :i] = np.maximum(comp, per_level[:, :, on].max(axis=2, initial=0.0))
     fixed[:, :i] = per_level[:, :, ~on].max(axis=2, initial=0.0)
-    roof = np.maximum(scaled, fixed)
+    roof = overlap(scaled, fixed)
     overhead = np.maximum(time - roof, 0.0)  # launches x op_overhead; collectives whole
     overhead[:, i:] = time[:, i:]
     return StepTerms(count=count, scaled=scaled, fixed=fixed, overhead=overhead)

@@ -45,8 +45,9 @@ def test_halving_the_tdp_lowers_the_clock_by_less_than_half():
     # Core power ~ f^3: half the core budget costs about 2^(1/3) of the clock, not 2x.
     assert 0.5 * full < half < full
     rate = ev.metrics["achieved_flop_per_s"]
-    # Compute-bound: the rate follows the clock (HBM's small share of the step does not).
-    assert rate[1] / rate[0] == pytest.approx(half / full, rel=2e-3)
+    # Mostly compute-bound: the rate follows the clock, a little less (HBM's share of the
+    # kernel's time does not shrink).
+    assert half / full <= rate[1] / rate[0] <= 1.02 * half / full
 
 
 def test_twice_the_units_at_equal_tdp_gain_between_1x_and_2x():
@@ -63,20 +64,22 @@ def test_twice_the_units_at_equal_tdp_gain_between_1x_and_2x():
 
 
 def test_the_clock_solves_the_tdp_by_hand():
-    # A compute-bound step takes T1 / s at clock ratio s, so with v = s above the floor
-    # P(s) = static + s^3 (active + E_core / T1) + s E_off / T1, and P(1) is the 700 W TDP
-    # (calibrated). A 500 W cap: solve s^3 (700 - static - off) + s off = 500 - static.
+    # With an HBM so fast that the GEMM's time is its compute term alone, a step at clock
+    # ratio s takes T1 / s, so with v = s above the floor P(s) = static + s^3 (P1 - static
+    # - off) + s off: off, the HBM and link energy over T1, does not follow the clock. P1 is
+    # the unthrottled demand (a TDP that does not bind); a 500 W cap solves the cubic.
     spec, tech = hardware_with_technology("h100-sxm")
-    free = gemm(spec, tech)
-    ev = gemm(spec, tech, **{"tdp": "500 W"})
+    fast = {"memory.HBM3.bandwidth": "1 EB/s", "memory.L2.bandwidth": "1 EB/s"}
+    free = gemm(spec, tech, **{"tdp": "2000 W", **fast})
+    ev = gemm(spec, tech, **{"tdp": "500 W", **fast})
     static = float(tech.energy.static.per_area) * float(free.metrics["area_mm2"][0])
     off = float(free.energy.memory[0, -1] + free.energy.links[0]) / float(
-        free.metrics["latency_s"][0])  # HBM and links: do not follow the clock
+        free.metrics["latency_s"][0])
     core = float(free.metrics["power_w"][0]) - static - off
     roots = np.roots([core, 0.0, off, -(500.0 - static)])
     s = float(next(r.real for r in roots if abs(r.imag) < 1e-12 and 0 < r.real < 1))
     assert VOLTAGE_FLOOR < s < 1.0
-    assert ev.metrics["clock_hz"][0] / 1.83e9 == pytest.approx(s, rel=1e-3)
+    assert ev.metrics["clock_hz"][0] / 1.83e9 == pytest.approx(s, rel=1e-4)
 
 
 def test_a_power_cap_costs_memory_bound_decode_only_when_deep():
@@ -141,7 +144,9 @@ def test_h100_pcie_figures_are_the_sxm_ones_at_its_clock():
 def test_active_share_is_the_stated_fraction():
     spec, (energy, active) = _calibrated("h100-sxm")
     db = design_batch(spec)
-    rate = db.matrix_peak["bf16"][0] * db.matrix_fraction["bf16"][0]
+    # The calibration GEMM's achieved rate at the rated clock (no power model).
+    rate = float(dse.evaluate(spec, dse.load_workload(BIG), precision="bf16")
+                 .metrics["achieved_flop_per_s"][0])
     flops_w = energy["bf16"][0] * rate
     clocked_w = active[0] * db.units[0]
     assert clocked_w / (clocked_w + flops_w) == pytest.approx(ACTIVE_SHARE, rel=0.02)

@@ -19,6 +19,7 @@ from dse.model.batch import DesignBatch
 from dse.model.performance import (
     DEQUANT_SLOTS,
     KV,
+    OVERLAP,
     A,
     ChipOps,
     G,
@@ -156,7 +157,14 @@ def _reference_op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.nda
     with np.errstate(divide="ignore", invalid="ignore"):
         mem = np.where(traffic > 0, traffic / batch.bandwidth[:, None, :], 0.0)
     terms = np.concatenate([compute[:, :, None], mem], axis=2)
-    roof = terms.max(axis=2)
+    on = np.array([k in ("register", "sram", "cache") for k in batch.level_kinds])
+    die = np.maximum(compute, mem[:, :, on].max(axis=2, initial=0.0))
+    off = mem[:, :, ~on].max(axis=2, initial=0.0)
+    big, small = np.maximum(die, off), np.minimum(die, off)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(big > 0, small / big, 0.0)
+    roof = np.where(np.isfinite(big) & (big > 0),
+                    big * (1 + ratio ** OVERLAP) ** (1 / OVERLAP), big)
     overhead = ops.launches[None, :] * batch.op_overhead[:, None]
     bound = np.where(overhead > roof, -1, np.argmax(terms, axis=2))
     time = roof + overhead

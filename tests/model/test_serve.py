@@ -131,10 +131,11 @@ def test_zero_overhead_reproduces_the_steady_state_of_separate_passes():
     sequence's first token comes from its prompt's iteration (s_out - 1 decode steps, not
     s_out), decode tokens attend to s_in + s_out/2 keys (not s_in + (s_out + 1)/2), and
     prompt and decode tokens share one forward (weights read once per iteration; the
-    roofline's max taken over their sum). With a short prompt and a long generation these
+    roofline taken over their sum). With a short prompt and a long generation these
     vanish: the two agree within 0.5%. Where prompts weigh more the fused forward is
     faster than the separate passes (memory-bound decode rows and compute-bound prompt
-    rows overlap in one max): 4% here for 384 sequences of 128 + 128 tokens; that case is
+    rows share one kernel, which also sits further from the ridge, where compute and
+    DRAM overlap worst): 7% here for 384 sequences of 128 + 128 tokens; that case is
     checked against the hand-built iteration above, not against the separate passes."""
     for wl, batch, s_in, s_out in ((LLAMA2_7B, 8, 16, 1024), (LLAMA3_8B, 32, 16, 1024)):
         kw = dict(batch=batch, seq_in=s_in, precision="bf16")
@@ -148,7 +149,7 @@ def test_zero_overhead_reproduces_the_steady_state_of_separate_passes():
     pre = dse.evaluate(H100, LLAMA2_7B, phase="prefill", **kw)
     dec = dse.evaluate(H100, LLAMA2_7B, phase="decode", seq_out=128, **kw)
     before = 384 * 128 / (pre.metrics["ttft_s"][0] + 128 * dec.metrics["tpot_s"][0])
-    assert before <= new.metrics["output_tokens_per_s"][0] <= 1.06 * before
+    assert before <= new.metrics["output_tokens_per_s"][0] <= 1.09 * before
 
 
 # --- KV admission and the engine's limits ---------------------------------------------

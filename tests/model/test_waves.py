@@ -11,6 +11,8 @@ from dse.model.tiling import misaligned, wave_factor
 from dse.spec.load import load_hardware
 
 H100 = load_hardware("h100-sxm")  # 132 SMs; blocks 128x256 128x128 64x256 64x128 64x64
+# L2 and HBM fast enough that a GEMM's time is its compute term alone (to 1e-6).
+FAST = {"memory.L2.bandwidth": "1 EB/s", "memory.HBM3.bandwidth": "1 EB/s"}
 
 
 def factor(m, n, batch=1, units=132, blocks=((128, 256), (128, 128), (64, 256), (64, 128),
@@ -55,11 +57,12 @@ def gemm_time(shape, precision="bf16", spec=H100, **over):
 def test_a_small_gemm_runs_at_its_wave_share_of_the_rate():
     # 512 x 512: 64 blocks of 64x64 in one wave of 132 SMs; still faster on the tensor
     # cores than on the CUDA cores (a smaller one falls back to those, see performance).
-    t, ev = gemm_time("gemm:512x512x65536")
+    # (L2 and HBM made so fast that the compute term alone sets the time.)
+    t, ev = gemm_time("gemm:512x512x65536", **FAST)
     db = design_batch(H100)
     rate = db.matrix_peak["bf16"][0] * db.matrix_fraction["bf16"][0] * 64 / 132
     assert ev.ops_bound[0, 0] == "compute"
-    assert t - db.op_overhead[0] == pytest.approx(2 * 512 * 512 * 65536 / rate, rel=1e-9)
+    assert t - db.op_overhead[0] == pytest.approx(2 * 512 * 512 * 65536 / rate, rel=1e-6)
 
 
 def test_an_m1_gemm_is_unchanged():
@@ -92,17 +95,18 @@ def test_misaligned_leading_dimension_by_hand():
 
 
 def test_a_k_misaligned_by_one_element_takes_the_slow_path():
-    aligned, _ = gemm_time("gemm:8192x8192x8192")
-    odd, ev = gemm_time("gemm:8192x8192x8193")
+    aligned, _ = gemm_time("gemm:8192x8192x8192", **FAST)
+    odd, ev = gemm_time("gemm:8192x8192x8193", **FAST)
     slowdown = H100.compute.matrix.alignment.slowdown
     overhead = float(design_batch(H100).op_overhead[0])
     padded = 8208 / 8192  # K = 8193 runs as 8208, a whole number of 16-deep native tiles
     assert ev.ops_bound[0, 0] == "compute"
     assert (odd - overhead) / (aligned - overhead) == pytest.approx(padded / slowdown,
-                                                                    rel=1e-9)
+                                                                    rel=1e-6)
     # The factor is data: a design whose slow path is as fast runs it at full rate.
-    free, _ = gemm_time("gemm:8192x8192x8193", **{"compute.matrix.alignment.slowdown": 1.0})
-    assert (free - overhead) / (aligned - overhead) == pytest.approx(padded, rel=1e-9)
+    free, _ = gemm_time("gemm:8192x8192x8193",
+                        **{"compute.matrix.alignment.slowdown": 1.0, **FAST})
+    assert (free - overhead) / (aligned - overhead) == pytest.approx(padded, rel=1e-6)
 
 
 def test_average_shapes_and_fused_attention_keep_the_fast_path():

@@ -32,11 +32,11 @@ from dse.model.stages import Step
 CALIBRATION_GEMMS = (8192, 4096, 2048, 1024)
 # Share of a GEMM's core power that the clocked cores draw whatever they compute. ML.ENERGY
 # Benchmark v3.0 (Chung et al., "Where Do the Joules Go?", arXiv 2601.22076, H100 SXM with
-# vLLM) reads ~300 W for batch-1 decode, which is memory-bound; the model gives 227 W for
-# static, HBM, L2 and L1 power of llama3-8b batch-1 decode on the H100 SXM at its rated
-# clock (and the FLOPs' energy), leaving ~73 W of clocked SMs; of the 590 W of an H100's
-# GEMM core power that is 0.12.
-ACTIVE_SHARE = 0.18
+# vLLM) reads ~300 W for batch-1 decode, which is memory-bound. On the H100 SXM at its
+# rated clock the model's static, HBM, L2 and L1 power and the FLOPs' energy of llama3-8b
+# batch-1 decode leave ~120 W to the clocked SMs, 0.20 of the GEMM's core power; with 0.20
+# that decode draws 301 W.
+ACTIVE_SHARE = 0.20
 
 
 def reference_precision(db: DesignBatch) -> str | None:

@@ -4,6 +4,7 @@ prices it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from dse.errors import DseError, Issue, SpecError
@@ -35,17 +36,16 @@ def _check_design(path: Path) -> None:
 def check_file(path: Path) -> str:
     """Validate one file of any kind; returns its kind. Raises SpecError with every issue."""
     kind = detect_kind(path, read_yaml(path))
-    if kind == "hardware":
-        _check_design(path)
-        return kind
-    if kind == "technology":
-        load_technology(path)
-        return kind
-    if kind == "workload":
-        load_workload(path)
-        return kind
-    if kind == "lengths":
-        check_lengths_file(path)
-        return kind
-    raise SpecError([Issue(str(path), 1, 1, "", f"{kind} files are not supported by this "
-                                               "version of dse")])
+    checker = _CHECKERS.get(kind)
+    if checker is None:
+        raise SpecError([Issue(str(path), 1, 1, "", f"{kind} files are not supported by this "
+                                                   "version of dse")])
+    checker(path)
+    return kind
+
+
+# What validates each kind of file `detect_kind` names.
+_CHECKERS: dict[str, Callable[[Path], object]] = {
+    "hardware": _check_design, "technology": load_technology, "workload": load_workload,
+    "lengths": check_lengths_file,
+}

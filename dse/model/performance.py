@@ -2,7 +2,8 @@
 
 For operator i on design n:
 
-    time[n, i] = max(compute[n, i], bytes[n, i, l] / bandwidth[n, l] for every level l)
+    time[n, i] = overlap(max(compute[n, i], on-chip bytes[n, i, l] / bandwidth[n, l]),
+                         max(off-chip bytes[n, i, l] / bandwidth[n, l]))
                  + launches[i] * op_overhead[n]
 
 - compute = matrix FLOPs / (matrix peak x achievable fraction x tile utilization), or the
@@ -12,7 +13,10 @@ For operator i on design n:
 - bytes at level l = the traffic crossing level l toward the compute units: compulsory
   traffic of every tensor stored at l or beyond, plus the re-reads a tiled GEMM makes when
   the level inside l cannot hold its operands (`crossings`);
-- bandwidth = the level's peak x its achieved fraction (a measured property of the chip).
+- bandwidth = the level's peak x its achieved fraction (a measured property of the chip);
+- overlap: the work on the die and the off-chip traffic overlap imperfectly (kernel.overlap);
+  the matrix rate also carries the thread blocks' wave share and the alignment rule
+  (kernel.issue_factor).
 The largest term is the operator's bound ("overhead" when the fixed cost exceeds them
 all). Everything is [N designs] x [I operators] x [L levels] array arithmetic (computed on
 operators x designs blocks, see op_times); no I/O.
@@ -29,18 +33,10 @@ from dse.model.batch import DesignBatch
 from dse.model.blocks import BLOCK, WORK_ELEMENTS, Field, scratch
 from dse.model.blocks import blocks as design_blocks
 from dse.model.blocks import shaped as work_rows
-from dse.model.tiling import (
-    Gemms,
-    Side,
-    crossings,
-    misaligned,
-    same_side,
-    tile_sides,
-    wave_factor,
-)
+from dse.model.kernel import DEQUANT_SLOTS, issue_factor, overlap, rate_of, rate_table
+from dse.model.tiling import Gemms, Side, crossings, same_side, tile_sides
 from dse.spec.hardware import ON_CHIP_KINDS
 from dse.workloads.optable import CLASSES, MATRIX_KINDS, TENSOR_CLASSES
-from dse.workloads.transformer import DTYPE_BYTES
 
 _MATRIX = frozenset(MATRIX_KINDS)
 
@@ -53,31 +49,6 @@ PLACED_ROLES = tuple((TENSOR_CLASSES.index(c.name), c.name, c.operand) for c in 
                      if c.placed)
 TRANSIENT_ROLES = tuple((TENSOR_CLASSES.index(c.name), c.name, c.operand) for c in CLASSES
                         if not c.placed)
-# Precisions tried, in order, when a chip has no rate at the operator's own precision
-# (e.g. fp8 on an A100 runs as fp16): same width first, then wider.
-FALLBACK = {
-    "fp8": ("fp8", "fp16", "bf16", "fp32"), "int8": ("int8", "fp16", "bf16", "fp32"),
-    "fp16": ("fp16", "bf16", "fp32"), "bf16": ("bf16", "fp16", "fp32"),
-    "fp32": ("fp32", "tf32"), "int4": ("int4", "int8", "fp16", "bf16", "fp32"),
-}
-# Dequantization of weight-only-quantized weights, in fp32 FMA issue slots per weight, on
-# the vector units (the weights must be widened, converted and scaled before the multiply):
-# int8: sign-extend to 32 bits (64/clk/SM = 1 slot) + int-to-float conversion (16/clk/SM =
-# 4 slots) + scale multiply (1 slot) = 6; int4: extract the nibble (shift + mask, 2 slots)
-# instead of the sign extension = 7. Throughputs per SM per clock from the CUDA C++
-# Programming Guide v12.6, "Throughput of Native Arithmetic Instructions" (cc 8.0: fp32 FMA
-# 64, 8/16-bit to 32-bit integer conversions 64, all other conversions 16). One slot costs
-# 2 FLOP at the chip's vector fp32 peak.
-DEQUANT_SLOTS = {"int8": 6.0, "int4": 7.0}
-# A kernel's work on the die (compute, on-chip memory) and its off-chip traffic do not overlap
-# perfectly near the ridge point (the pipeline's first loads and last stores are exposed,
-# and both streams contend when neither dominates): its time is their p-norm (`overlap`).
-# p = 2 fits cuBLAS kernel durations of the Llama-2 GEMMs on A100 and H100 (fp16,
-# M = 1..4096, 240 kernels; microsoft/vidur data/profiling, commit e26eb8f;
-# docs/calibration/small-m-gemm.md): median |error| 0.168 with max(), 0.099 with p = 2
-# (p = 1.5: 0.100, 3: 0.128, 4: 0.147), near the ridge (M = 128-256) -23..-28% -> -8..-10%.
-# No validation row was used.
-OVERLAP = 2.0
 
 
 @dataclass(frozen=True)
@@ -115,33 +86,6 @@ class OpTimes:
     bound: np.ndarray  # [N, I] int8: 0 compute, 1 + l for memory level l, -1 the fixed
     # per-operator overhead (when it exceeds every roofline term)
     missing_rate: np.ndarray  # [N] bool: some operator's precision has no rate
-
-
-def executed_precision(peaks: dict[str, np.ndarray], precision: str) -> str:
-    """The precision an engine with rates `peaks` runs `precision` at (fp8 on an A100 runs
-    as fp16); `precision` itself when it has no rate for any fallback."""
-    return next((p for p in FALLBACK.get(precision, (precision,)) if p in peaks), precision)
-
-
-def _rate(table: dict[str, np.ndarray], dtype: str, n: int) -> np.ndarray:
-    p = executed_precision(table, dtype)
-    return table[p] if p in table else np.full(n, np.nan)
-
-
-def rate_table(batch: DesignBatch, precisions: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """[N, P] effective matrix rate (peak x achievable fraction) and vector rate, FLOP/s, of
-    each precision in `precisions`. A chip without separate vector units runs vector work on
-    its matrix units; NaN where the chip has no rate at all for the precision."""
-    n = batch.n
-    matrix_rates, vector_rates = np.empty((n, len(precisions))), np.empty((n, len(precisions)))
-    for j, dt in enumerate(precisions):
-        p = executed_precision(batch.matrix_peak, dt)
-        vector = _rate(batch.vector_peak, dt, n)
-        matrix = batch.matrix_peak[p] * batch.matrix_fraction[p] if p in batch.matrix_peak \
-            else vector
-        matrix_rates[:, j] = matrix
-        vector_rates[:, j] = np.where(np.isnan(vector), matrix, vector)
-    return matrix_rates, vector_rates
 
 
 @dataclass(frozen=True)
@@ -255,7 +199,7 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     m_tab, v_tab = (np.ascontiguousarray(t.T) for t in rate_table(batch, precisions))
     rate_row = None if len(precisions) == 1 else \
         np.array([precisions.index(d) for d in dtypes], dtype=np.intp)
-    fp32_vector = _rate(batch.vector_peak, "fp32", n_)
+    fp32_vector = rate_of(batch.vector_peak, "fp32", n_)
     fp32_vector = np.where(np.isnan(fp32_vector), v_tab.min(axis=0) if v_tab.size else np.nan,
                            fp32_vector)
     vector_rows = np.flatnonzero(~is_matrix)
@@ -269,7 +213,7 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     tile = batch.tile
     shape, r, w = ops.shape, ops.read, ops.written
     # Thread-block waves and the alignment rule scale the matrix rate ([N, I]; None: 1).
-    issue = _issue_factor(batch, shape, dtypes, is_matrix, ops.kind)
+    issue = issue_factor(batch, shape, dtypes, is_matrix, ops.kind)
     gemms = Gemms.of(shape, tile, is_matrix, slots) if shape.ndim == 2 else None
     dim_fields = [Field(f"dim{j}", shape[..., j], block) for j in range(3)]
     classes = _Classes.of(r, w) if r.ndim == 2 and w.ndim == 2 else None
@@ -465,49 +409,6 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         bound[d] = code.T
     return OpTimes(time=time, compute=compute, traffic=traffic, bound=bound,
                    missing_rate=missing)
-
-
-def overlap(on_die: np.ndarray, off_chip: np.ndarray, out: np.ndarray | None = None
-            ) -> np.ndarray:
-    """Time of a kernel whose work on the die (compute and on-chip memory) and off-chip
-    traffic overlap imperfectly: (a^p + b^p)^(1/p) with p = OVERLAP, max(a, b) where one
-    dominates and 2^(1/p) x max where they are equal."""
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        big = np.fmax(on_die, off_chip)
-        r = np.fmin(on_die, off_chip) / big
-        res = big * (1.0 + np.nan_to_num(r, nan=0.0, posinf=0.0) ** OVERLAP) ** (1.0 / OVERLAP)
-    res = np.where(np.isfinite(big) & (big > 0), res, big)
-    if out is None:
-        return res
-    np.copyto(out, res)
-    return out
-
-
-def _issue_factor(batch: DesignBatch, shape: np.ndarray, dtypes: list[str],
-                  is_matrix: np.ndarray, kinds: np.ndarray) -> np.ndarray | None:
-    """[N, I] share of the matrix rate a GEMM keeps: its thread blocks' wave efficiency
-    (`tiling.wave_factor`) x the misaligned path's slowdown where the alignment rule fails
-    (`tiling.misaligned`); None when both are 1 everywhere."""
-    out = None
-    if batch.blocks:
-        out = wave_factor(shape, batch.tile, batch.units, batch.blocks, is_matrix)
-    if np.isfinite(batch.align_bytes).any():
-        size = np.array([DTYPE_BYTES.get(d, 2.0) for d in dtypes])
-        # The rule is the library GEMM's: fused attention kernels pad their tiles themselves,
-        # and a dimension that is an average (a mean context, a mean SQuAD length) is no
-        # one shape's leading dimension.
-        whole = (shape[..., 1:3] == np.round(shape[..., 1:3])).all(axis=-1)
-        rule = batch.align_bytes
-        if shape.ndim == 2 and bool((rule == rule[0]).all()):
-            rule = rule[:1]  # one rule for every design: check each operator once
-        off = misaligned(shape, size, rule, is_matrix & (kinds == "gemm")) & whole
-        if off.any():
-            slow = np.where(np.broadcast_to(off, (batch.n, off.shape[-1])),
-                            batch.align_slowdown[:, None], 1.0)
-            out = slow if out is None else out * slow
-    if out is not None and bool((out == 1.0).all()):
-        return None
-    return out
 
 
 class _Through:

@@ -14,7 +14,7 @@ core energy per operation scales with v^2 and the clocked cores' power with s v^
 s^3); DRAM, host and link energy per byte do not depend on the core clock. Every
 operator's compute and on-chip memory time stretches by 1/s, its off-chip memory time does
 not, and fixed costs and collectives stay as they are (`overlap` is the kernel's imperfect
-overlap of the two, performance.OVERLAP):
+overlap of the two, kernel.OVERLAP):
     T(s)   = sum over operators of count x (overlap(max(compute, on-chip) / s, off-chip) +
              overhead) + collectives
     P(s)   = P_static + P_active s v(s)^2 + (v(s)^2 E_core + E_off) / T(s)
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.model.batch import DesignBatch
-from dse.model.performance import FALLBACK, executed_precision, overlap
+from dse.model.kernel import FALLBACK, executed_precision, overlap
 from dse.spec.hardware import ON_CHIP_KINDS, interface_family
 from dse.spec.technology import OpEnergy, TechSpec
 

@@ -16,16 +16,14 @@ from conftest import op_times_calls, without_engine_limits
 
 import dse
 from dse.model.batch import DesignBatch
+from dse.model.kernel import DEQUANT_SLOTS, OVERLAP, executed_precision
 from dse.model.performance import (
-    DEQUANT_SLOTS,
     KV,
-    OVERLAP,
     A,
     ChipOps,
     G,
     OpTimes,
     W,
-    executed_precision,
     op_times,
 )
 from dse.model.tiling import TILE_BYTES_PER_ELEMENT
@@ -91,7 +89,7 @@ def _ref_reread(batch: DesignBatch, shape: np.ndarray,
 def _ref_issue(batch: DesignBatch, shape: np.ndarray, dtypes: np.ndarray,
                matrix: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     """Thread-block wave efficiency x alignment slowdown, one design and operator at a
-    time (the specification of tiling.wave_factor and tiling.misaligned)."""
+    time (the specification of kernel.wave_factor and kernel.misaligned)."""
     size = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
     out = np.ones((batch.n, len(dtypes)))
     for d in range(batch.n):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import dse
 from dse.errors import DseError
-from dse.model.performance import OVERLAP
+from dse.model.kernel import OVERLAP
 from dse.workloads import lower, scenario_for
 
 GiB = 2.0**30

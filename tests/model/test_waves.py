@@ -7,7 +7,7 @@ import pytest
 
 import dse
 from dse.model.batch import design_batch
-from dse.model.tiling import misaligned, wave_factor
+from dse.model.kernel import misaligned, wave_factor
 from dse.spec.load import load_hardware
 
 H100 = load_hardware("h100-sxm")  # 132 SMs; blocks 128x256 128x128 64x256 64x128 64x64

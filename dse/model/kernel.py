@@ -1,0 +1,163 @@
+"""How a kernel uses a chip: the precision it runs at and the rates it gets, the share of the
+matrix engines its thread blocks keep busy (waves, alignment), and how its work on the die
+overlaps its off-chip traffic. The constants here are properties of GPU libraries and
+kernels, each with its source; pure numpy, no I/O."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dse.model.batch import DesignBatch
+from dse.workloads.transformer import DTYPE_BYTES
+
+# Precisions tried, in order, when a chip has no rate at the operator's own precision
+# (e.g. fp8 on an A100 runs as fp16): same width first, then wider.
+FALLBACK = {
+    "fp8": ("fp8", "fp16", "bf16", "fp32"), "int8": ("int8", "fp16", "bf16", "fp32"),
+    "fp16": ("fp16", "bf16", "fp32"), "bf16": ("bf16", "fp16", "fp32"),
+    "fp32": ("fp32", "tf32"), "int4": ("int4", "int8", "fp16", "bf16", "fp32"),
+}
+# Dequantization of weight-only-quantized weights, in fp32 FMA issue slots per weight, on
+# the vector units (the weights must be widened, converted and scaled before the multiply):
+# int8: sign-extend to 32 bits (64/clk/SM = 1 slot) + int-to-float conversion (16/clk/SM =
+# 4 slots) + scale multiply (1 slot) = 6; int4: extract the nibble (shift + mask, 2 slots)
+# instead of the sign extension = 7. Throughputs per SM per clock from the CUDA C++
+# Programming Guide v12.6, "Throughput of Native Arithmetic Instructions" (cc 8.0: fp32 FMA
+# 64, 8/16-bit to 32-bit integer conversions 64, all other conversions 16). One slot costs
+# 2 FLOP at the chip's vector fp32 peak.
+DEQUANT_SLOTS = {"int8": 6.0, "int4": 7.0}
+# A kernel's work on the die (compute, on-chip memory) and its off-chip traffic do not overlap
+# perfectly near the ridge point (the pipeline's first loads and last stores are exposed,
+# and both streams contend when neither dominates): its time is their p-norm (`overlap`).
+# p = 2 fits cuBLAS kernel durations of the Llama-2 GEMMs on A100 and H100 (fp16,
+# M = 1..4096, 240 kernels; microsoft/vidur data/profiling, commit e26eb8f;
+# docs/calibration/small-m-gemm.md): median |error| 0.168 with max(), 0.099 with p = 2
+# (p = 1.5: 0.100, 3: 0.128, 4: 0.147), near the ridge (M = 128-256) -23..-28% -> -8..-10%.
+# No validation row was used.
+OVERLAP = 2.0
+
+
+def executed_precision(peaks: dict[str, np.ndarray], precision: str) -> str:
+    """The precision an engine with rates `peaks` runs `precision` at (fp8 on an A100 runs
+    as fp16); `precision` itself when it has no rate for any fallback."""
+    return next((p for p in FALLBACK.get(precision, (precision,)) if p in peaks), precision)
+
+
+def rate_of(table: dict[str, np.ndarray], dtype: str, n: int) -> np.ndarray:
+    p = executed_precision(table, dtype)
+    return table[p] if p in table else np.full(n, np.nan)
+
+
+def rate_table(batch: DesignBatch, precisions: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """[N, P] effective matrix rate (peak x achievable fraction) and vector rate, FLOP/s, of
+    each precision in `precisions`. A chip without separate vector units runs vector work on
+    its matrix units; NaN where the chip has no rate at all for the precision."""
+    n = batch.n
+    matrix_rates, vector_rates = np.empty((n, len(precisions))), np.empty((n, len(precisions)))
+    for j, dt in enumerate(precisions):
+        p = executed_precision(batch.matrix_peak, dt)
+        vector = rate_of(batch.vector_peak, dt, n)
+        matrix = batch.matrix_peak[p] * batch.matrix_fraction[p] if p in batch.matrix_peak \
+            else vector
+        matrix_rates[:, j] = matrix
+        vector_rates[:, j] = np.where(np.isnan(vector), matrix, vector)
+    return matrix_rates, vector_rates
+
+
+def overlap(on_die: np.ndarray, off_chip: np.ndarray, out: np.ndarray | None = None
+            ) -> np.ndarray:
+    """Time of a kernel whose work on the die (compute and on-chip memory) and off-chip
+    traffic overlap imperfectly: (a^p + b^p)^(1/p) with p = OVERLAP, max(a, b) where one
+    dominates and 2^(1/p) x max where they are equal."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        big = np.fmax(on_die, off_chip)
+        r = np.fmin(on_die, off_chip) / big
+        res = big * (1.0 + np.nan_to_num(r, nan=0.0, posinf=0.0) ** OVERLAP) ** (1.0 / OVERLAP)
+    res = np.where(np.isfinite(big) & (big > 0), res, big)
+    if out is None:
+        return res
+    np.copyto(out, res)
+    return out
+
+
+def issue_factor(batch: DesignBatch, shape: np.ndarray, dtypes: list[str],
+                  is_matrix: np.ndarray, kinds: np.ndarray) -> np.ndarray | None:
+    """[N, I] share of the matrix rate a GEMM keeps: its thread blocks' wave efficiency
+    (`wave_factor`) x the misaligned path's slowdown where the alignment rule fails
+    (`misaligned`); None when both are 1 everywhere."""
+    out = None
+    if batch.blocks:
+        out = wave_factor(shape, batch.tile, batch.units, batch.blocks, is_matrix)
+    if np.isfinite(batch.align_bytes).any():
+        size = np.array([DTYPE_BYTES.get(d, 2.0) for d in dtypes])
+        # The rule is the library GEMM's: fused attention kernels pad their tiles themselves,
+        # and a dimension that is an average (a mean context, a mean SQuAD length) is no
+        # one shape's leading dimension.
+        whole = (shape[..., 1:3] == np.round(shape[..., 1:3])).all(axis=-1)
+        rule = batch.align_bytes
+        if shape.ndim == 2 and bool((rule == rule[0]).all()):
+            rule = rule[:1]  # one rule for every design: check each operator once
+        off = misaligned(shape, size, rule, is_matrix & (kinds == "gemm")) & whole
+        if off.any():
+            slow = np.where(np.broadcast_to(off, (batch.n, off.shape[-1])),
+                            batch.align_slowdown[:, None], 1.0)
+            out = slow if out is None else out * slow
+    if out is not None and bool((out == 1.0).all()):
+        return None
+    return out
+
+
+def wave_factor(shape: np.ndarray, tile: tuple[int, int, int] | None, units: np.ndarray,
+                blocks: tuple[tuple[int, int], ...], is_matrix: np.ndarray) -> np.ndarray:
+    """[N, I] share of the matrix engines' issue slots that a GEMM's thread blocks keep busy,
+    beyond the native tile's own padding (`Gemms`): a GEMM of M x N (x batch) runs
+    tiles = ceil(M / m) ceil(N / n) batch thread blocks of m x n, in waves of `units`, so
+    the engines do useful work for
+
+        (M' N' batch) / (ceil(tiles / units) units m n),  M' = M padded to the native tile
+
+    of the time; the library runs the candidate block with the highest share (NVIDIA,
+    "Matrix Multiplication Background User's Guide", DU-09799-001, sections 3.1 tile and
+    3.2 wave quantization). 1 for operators that are not GEMMs. shape: [I, 4] or [N, I, 4]
+    (m, n, k, batch); units: [N]. Computed for the GEMM columns only; the tile counts once
+    per operator when the shapes are the same for every design."""
+    n_designs = len(units)
+    out = np.ones((n_designs, len(is_matrix)))
+    cols = np.flatnonzero(is_matrix)
+    if not blocks or not cols.size:
+        return out
+    sub = shape[..., cols, :]
+    m = np.maximum(sub[..., 0], 1.0)
+    n = np.maximum(sub[..., 1], 1.0)
+    b = np.maximum(sub[..., 3], 1.0)
+    if tile:  # the native tile's padding is counted by the tile utilization already
+        m = np.ceil(m / tile[0]) * tile[0]
+        n = np.ceil(n / tile[1]) * tile[1]
+    useful = m * n * b
+    # Unit counts are few even over many designs: with per-operator shapes, work per
+    # distinct count and gather.
+    per_design = sub.ndim == 3
+    u_vals, inverse = (units, None) if per_design else np.unique(units, return_inverse=True)
+    u = np.asarray(u_vals, dtype=float)[:, None]
+    best = np.zeros((len(u), cols.size))
+    for bm, bn in blocks:
+        tiles = np.ceil(m / bm) * np.ceil(n / bn) * b  # [I'] or [N, I']
+        waves = np.ceil(tiles / u)
+        waves *= u * (bm * bn)
+        np.fmax(best, useful / waves, out=best)
+    np.minimum(best, 1.0, out=best)
+    out[:, cols] = best if per_design else best[inverse.ravel()]
+    return out
+
+
+def misaligned(shape: np.ndarray, element_bytes: np.ndarray, align_bytes: np.ndarray,
+               is_matrix: np.ndarray) -> np.ndarray:
+    """[N, I] bool: GEMMs whose leading dimensions (K of A, N of B and C, row-major) times
+    the element size are not a multiple of `align_bytes` ([N]; NaN: no rule). shape: [I, 4]
+    or [N, I, 4]; element_bytes: [I]."""
+    k = shape[..., 2] * element_bytes
+    n = shape[..., 1] * element_bytes
+    a = align_bytes[:, None]
+    with np.errstate(invalid="ignore"):
+        off = (np.fmod(k, a) != 0) | (np.fmod(n, a) != 0)
+    return off & np.isfinite(a) & is_matrix[None, :]

@@ -18,13 +18,8 @@ import numpy as np
 
 from dse import units
 from dse.errors import DseError
-from dse.spec.hardware import (
-    CHANNEL_INTERFACES,
-    HBM_INTERFACES,
-    PRECISIONS,
-    HardwareSpec,
-    fixed_cost,
-)
+from dse.spec.fixed_costs import fixed_cost
+from dse.spec.hardware import CHANNEL_INTERFACES, HBM_INTERFACES, PRECISIONS, HardwareSpec
 from dse.spec.vocabulary import COUPLED, canonical, convert
 
 

@@ -9,12 +9,8 @@ from rich.table import Table
 from rich.text import Text
 
 from dse import units
-from dse.spec.hardware import (
-    PRECISIONS,
-    HardwareSpec,
-    derived_figures,
-    fixed_cost_default,
-)
+from dse.spec.fixed_costs import fixed_cost_default
+from dse.spec.hardware import PRECISIONS, HardwareSpec, derived_figures
 
 
 def hardware_document(spec: HardwareSpec) -> dict[str, Any]:

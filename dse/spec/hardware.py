@@ -8,11 +8,12 @@ given per compute unit; `chip_*` helpers give the chip totals. This module does 
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Literal, NamedTuple, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import AfterValidator, Field, PrivateAttr, model_validator
 
 from dse import units
+from dse.spec.fixed_costs import with_fixed_costs
 from dse.spec.types import (
     Area,
     Bandwidth,
@@ -394,84 +395,6 @@ class ChipPower(Spec):
     """How the figures were calibrated (the operating point they reproduce)."""
 
 
-class FixedCost(NamedTuple):
-    """A documented fixed cost: seconds and where the figure comes from."""
-
-    seconds: float
-    source: str
-
-
-# Fixed costs a spec may omit, by compute style (None: style not stated), each a documented
-# estimate for the class of device, never an implicit zero. A spec that omits one is charged
-# this at load (`HardwareSpec.estimated` names which; `dse show` marks them); an explicit
-# value, 0 included, is the user's statement and is kept. Interconnect figures do not depend
-# on the style (one row, None).
-FIXED_COST_DEFAULTS: dict[str, dict[str | None, FixedCost]] = {
-    "compute.op_overhead": {
-        "gpu": FixedCost(2.0e-6, "GPU-class estimate: the shortest stream-launched small "
-                         "kernel measured on GPUs, MI210 (ROCm 6.0) 2.0 us and H100 2.1 us; "
-                         "A100 2.6, H200 2.4 (te42kyfo/gpu-benches gpu-small-kernels, "
-                         "cdcc732), B200 3.8 (Mirage, arXiv 2512.22219)"),
-        "array": FixedCost(1.0e-6, "array-class estimate: a device-sequenced operator, "
-                           "between MTIA v2's job launch under 1 us (Meta, Hot Chips 2024) "
-                           "and 1.3 us per kernel replayed from a CUDA graph on A100 "
-                           "(te42kyfo/gpu-benches gpu-small-kernels, cdcc732)"),
-        None: FixedCost(2.0e-6, "style not stated: charged the GPU-class estimate (the "
-                        "shortest stream-launched small kernel measured on GPUs, 2.0 us)"),
-    },
-    "interconnect.latency": {
-        None: FixedCost(0.6e-6, "estimate: NCCL's per-step latency over NVLink (ring, LL "
-                        "protocol; NVIDIA/nccl src/graph/tuning.cc), the lowest of the "
-                        "documented links: xGMI 0.8 (RCCL), PCIe 1.0 (NCCL), TPU ICI ~1 "
-                        "(JAX scaling book), network 2.7 (NCCL)"),
-    },
-    "interconnect.collective_overhead": {
-        None: FixedCost(6.6e-6, "estimate: NCCL's base latency per collective call (ring, "
-                        "LL protocol; NVIDIA/nccl src/graph/tuning.cc), the lowest of the "
-                        "documented libraries (RCCL 12 us)"),
-    },
-    "interconnect.scale_out_latency": {
-        None: FixedCost(2.7e-6, "estimate: NCCL's per-step latency over an InfiniBand or "
-                        "RoCE network (ring, LL protocol; NVIDIA/nccl src/graph/tuning.cc)"),
-    },
-}
-
-
-def fixed_cost_default(path: str, style: str | None) -> FixedCost:
-    """The documented default of the fixed cost at `path` (a FIXED_COST_DEFAULTS key) for a
-    chip of compute style `style`."""
-    row = FIXED_COST_DEFAULTS[path]
-    return row.get(style, row[None])
-
-
-def fixed_cost(spec: HardwareSpec, path: str) -> float:
-    """The fixed cost at `path` (a FIXED_COST_DEFAULTS key) of `spec`, seconds: its own
-    value, else (no interconnect block) the documented default for its compute style."""
-    section, key = path.split(".")
-    own = getattr(getattr(spec, section), key) if getattr(spec, section) is not None else None
-    return own if own is not None else fixed_cost_default(path, spec.compute.style).seconds
-
-
-def _with_fixed_costs(spec: HardwareSpec) -> HardwareSpec:
-    """`spec` with each omitted fixed cost set to its documented default (in place: the spec
-    is the one validation just built), remembering which were estimated."""
-    estimated = []
-    for section in ("compute", "interconnect"):
-        part = getattr(spec, section)
-        if part is None:
-            continue
-        update = {}
-        for path in FIXED_COST_DEFAULTS:
-            where, key = path.split(".")
-            if where == section and getattr(part, key) is None:
-                update[key] = fixed_cost_default(path, spec.compute.style).seconds
-                estimated.append(path)
-        if update:
-            object.__setattr__(spec, section, part.model_copy(update=update))
-    spec._estimated = frozenset(estimated)
-    return spec
-
-
 class HardwareSpec(Spec):
     """A chip: its compute, memory hierarchy (innermost first), interconnect, technology."""
 
@@ -507,7 +430,7 @@ class HardwareSpec(Spec):
     @classmethod
     def _fixed_costs(cls, data: object, handler):
         spec = handler(data)
-        return _with_fixed_costs(spec) if isinstance(data, dict) else spec
+        return with_fixed_costs(spec) if isinstance(data, dict) else spec
 
     @property
     def estimated(self) -> frozenset[str]:

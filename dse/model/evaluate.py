@@ -13,7 +13,7 @@ The pipeline is a row of named stages, each a function with a typed input and ou
     collect   Collectives -> time per collective                           (parallel)
     step      operators + collectives -> step time and counts              -> Step
     metrics   Step + phase -> latency, throughput                          -> metrics
-    power     Step + node constants -> power, energy, area, feasibility    (power, area)
+    power     Step + node constants -> power, energy, area, feasibility    (power_stage)
 
 Phases and what they report (T: time of one step of one data-parallel replica):
 - gemm: achieved_flop_per_s = FLOPs / T;
@@ -42,14 +42,15 @@ import numpy as np
 
 from dse import units
 from dse.errors import DseError
-from dse.model.area import PADDING, area
+from dse.model.area import area
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.execution import Execution
 from dse.model.operating_point import CALIBRATION_GEMMS, calibrate
 from dse.model.parallel import chip_ops, collective_times
 from dse.model.performance import op_times
 from dse.model.placement import WORKSPACE, Placement, place
-from dse.model.power import StepEnergy, chip_power, step_energy, step_terms
+from dse.model.power import StepEnergy, step_energy
+from dse.model.power_stage import static_power, with_power
 from dse.model.stages import (
     INTERCONNECT,
     LATENCY_PHASES,
@@ -68,10 +69,6 @@ from dse.workloads import execution_issues, lower, resolve_scenario
 from dse.workloads.optable import CLASSES
 from dse.workloads.serving import batch_limit, engine_of, iteration
 
-POWER_METRICS = ("power_w", "clock_hz", "energy_per_token_j", "energy_per_sample_j",
-                 "energy_per_step_j",
-                 "area_mm2")
-_TIME_METRICS = ("latency_s", "ttft_s", "tpot_s")
 # batch best: candidate batches per design, geometric from 1 to the most that fit, then a
 # second, linear pass between the neighbours of the best one. Throughput is flat near its
 # maximum, so two passes of 12 find it within 1% of a fine grid (tests/model/test_pipeline.py).
@@ -229,9 +226,9 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     raw = dict(run.metrics)
     limited, energy = None, None
     if tech is not None:
-        raw, limited, energy, reason, ok = _with_power(
+        raw, limited, energy, reason, ok = with_power(
             db, tech, sc, step, raw, ex.chips, ex.pp if sc.phase in LATENCY_PHASES else 1,
-            reason, reticle, area_budget)
+            reason, reticle, area_budget, _operating_point)
         feasible = feasible & ok
     metrics = {m: np.where(feasible, v, np.nan) for m, v in raw.items()}
     return Evaluation(
@@ -357,69 +354,11 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
                metrics=metrics)
 
 
-def _with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dict,
-                chips: int, stages: int, reason: np.ndarray, reticle: bool,
-                area_budget: float | None = None) -> tuple:
-    """Metrics with power and energy added and the clock a TDP allows (stage `power`); see
-    dse.model.power, dse.model.operating_point and dse.model.area."""
-    die = area(db, tech, reticle=reticle)
-    # Static power leaks from the transistors: padding added for die edge holds none.
-    content = die.total_mm2 - die.components.get(PADDING, 0.0)
-    static_w = tech.energy.static.per_area * content
-    calibrated, active = None, np.nan_to_num(db.active_per_unit, nan=0.0)
-    if not db.matrix_energy and db.spec.tdp is not None:
-        # Calibrated on the chip as its file gives it: designs varied from it (more units,
-        # another TDP) keep its energy per operation and move along the DVFS curve. A chip
-        # without a TDP has no operating point: the node's constants and no clocked power.
-        own, unit_w = _operating_point(design_batch(db.spec), tech)
-        calibrated = {p: np.broadcast_to(v, (db.n,)) for p, v in own.items()}
-        active = np.broadcast_to(unit_w, (db.n,))
-    energy = step_energy(db, tech, st.precision, st.matrix, st.count, st.flops, st.traffic,
-                         st.link_bytes, calibrated)
-    # A latency-phase listing covers every pipeline stage; each chip runs 1/pp of it.
-    chip_energy = StepEnergy(energy.compute / stages, energy.memory / stages,
-                             energy.links / stages)
-    terms = step_terms(db, st.count / stages, st.time, st.compute, st.traffic)
-    host = engine_of(sc).iteration_overhead if sc.phase == "serve" else 0.0
-    pw = chip_power(db, chip_energy, terms, static_w, active * db.units, db.tdp, host)
-    s = pw.stretch
-    m = {k: (v * s if k in _TIME_METRICS else v / s) for k, v in raw.items()}
-    system_w = chips * pw.power_w
-    nan = np.full(db.n, np.nan)
-    m["power_w"] = pw.power_w
-    m["clock_hz"] = db.clock * pw.clock_ratio if np.any(db.clock > 0) else nan
-    m["energy_per_step_j"] = system_w * (st.total + host) * s
-    m["area_mm2"] = die.total_mm2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if sc.phase in ("decode", "serve"):
-            m["energy_per_token_j"] = system_w / m["output_tokens_per_s"]
-        elif sc.phase == "prefill":
-            m["energy_per_token_j"] = system_w / (m["tokens_per_s_per_chip"] * chips)
-        else:
-            m["energy_per_token_j"] = nan
-        m["energy_per_sample_j"] = system_w / m["samples_per_s"] if sc.phase == "inference" \
-            else nan
-    reason = reason.copy()
-    fits = np.ones(db.n, dtype=bool) if area_budget is None else die.total_mm2 <= area_budget
-    for i in np.flatnonzero(~(pw.feasible & die.feasible & fits)):
-        why = [str(reason[i])] if reason[i] else []
-        if not die.feasible[i]:
-            why.append(str(die.reason[i]))
-        if not fits[i]:
-            why.append(f"a die area of {die.total_mm2[i]:.0f} mm2 exceeds the area budget of "
-                       f"{area_budget:.0f} mm2")
-        if not pw.feasible[i]:
-            why.append(f"{pw.reason[i]} (a {die.total_mm2[i]:.0f} mm2 die)")
-        reason[i] = "; ".join(why)
-    return m, pw.limited, chip_energy, reason, pw.feasible & die.feasible & fits
-
-
 def _operating_point(db: DesignBatch,
                      tech: TechSpec) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Energy per matrix FLOP and clocked power per unit of a chip whose file gives none,
     calibrated on a large GEMM at its TDP (dse.model.operating_point)."""
-    die = area(db, tech, reticle=False)
-    static_w = tech.energy.static.per_area * (die.total_mm2 - die.components.get(PADDING, 0.0))
+    static_w = static_power(tech, area(db, tech, reticle=False))
     ex = Execution()
 
     def run(p: str) -> Step:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from dse import units
 from dse.model import METRICS, Evaluation
-from dse.model.evaluate import POWER_METRICS
+from dse.model.power_stage import POWER_METRICS
 from dse.spec.vocabulary import column_name
 from dse.spec.workload import Engine
 from dse.sweep import SCENARIO_FIELDS, column_of, option_name

@@ -1,0 +1,85 @@
+"""The power stage of the pipeline: area and static power of the die, each chip's energy
+per operation (its own figures or its calibrated operating point), the clock its TDP
+allows, and the metrics that follow (power, energy per token, sample and step, and the
+time metrics stretched by a lower clock). Pure numpy, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from dse.model.area import PADDING, AreaResult, area
+from dse.model.batch import DesignBatch, design_batch
+from dse.model.power import StepEnergy, chip_power, step_energy, step_terms
+from dse.model.stages import Step
+from dse.spec.technology import TechSpec
+from dse.spec.workload import Scenario
+from dse.workloads.serving import engine_of
+
+POWER_METRICS = ("power_w", "clock_hz", "energy_per_token_j", "energy_per_sample_j",
+                 "energy_per_step_j", "area_mm2")
+TIME_METRICS = ("latency_s", "ttft_s", "tpot_s")  # stretched when the clock drops
+# (design, node) -> energy per matrix FLOP per precision [N] J, clocked W per unit [N]
+OperatingPoint = Callable[[DesignBatch, TechSpec], tuple[dict[str, np.ndarray], np.ndarray]]
+
+
+def static_power(tech: TechSpec, die: AreaResult) -> np.ndarray:
+    """[N] W leaking from the die's transistors: padding added for die edge holds none."""
+    return tech.energy.static.per_area * (die.total_mm2 - die.components.get(PADDING, 0.0))
+
+
+def with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dict,
+               chips: int, stages: int, reason: np.ndarray, reticle: bool,
+               area_budget: float | None, operating_point: OperatingPoint) -> tuple:
+    """Metrics with power and energy added and the clock a TDP allows (stage `power`); see
+    dse.model.power, dse.model.operating_point and dse.model.area. `operating_point`
+    calibrates a chip whose file states no energies (its own file, one design)."""
+    die = area(db, tech, reticle=reticle)
+    static_w = static_power(tech, die)
+    calibrated, active = None, np.nan_to_num(db.active_per_unit, nan=0.0)
+    if not db.matrix_energy and db.spec.tdp is not None:
+        # Calibrated on the chip as its file gives it: designs varied from it (more units,
+        # another TDP) keep its energy per operation and move along the DVFS curve. A chip
+        # without a TDP has no operating point: the node's constants and no clocked power.
+        own, unit_w = operating_point(design_batch(db.spec), tech)
+        calibrated = {p: np.broadcast_to(v, (db.n,)) for p, v in own.items()}
+        active = np.broadcast_to(unit_w, (db.n,))
+    energy = step_energy(db, tech, st.precision, st.matrix, st.count, st.flops, st.traffic,
+                         st.link_bytes, calibrated)
+    # A latency-phase listing covers every pipeline stage; each chip runs 1/pp of it.
+    chip_energy = StepEnergy(energy.compute / stages, energy.memory / stages,
+                             energy.links / stages)
+    terms = step_terms(db, st.count / stages, st.time, st.compute, st.traffic)
+    host = engine_of(sc).iteration_overhead if sc.phase == "serve" else 0.0
+    pw = chip_power(db, chip_energy, terms, static_w, active * db.units, db.tdp, host)
+    s = pw.stretch
+    m = {k: (v * s if k in TIME_METRICS else v / s) for k, v in raw.items()}
+    system_w = chips * pw.power_w
+    nan = np.full(db.n, np.nan)
+    m["power_w"] = pw.power_w
+    m["clock_hz"] = db.clock * pw.clock_ratio if np.any(db.clock > 0) else nan
+    m["energy_per_step_j"] = system_w * (st.total + host) * s
+    m["area_mm2"] = die.total_mm2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if sc.phase in ("decode", "serve"):
+            m["energy_per_token_j"] = system_w / m["output_tokens_per_s"]
+        elif sc.phase == "prefill":
+            m["energy_per_token_j"] = system_w / (m["tokens_per_s_per_chip"] * chips)
+        else:
+            m["energy_per_token_j"] = nan
+        m["energy_per_sample_j"] = system_w / m["samples_per_s"] if sc.phase == "inference" \
+            else nan
+    reason = reason.copy()
+    fits = np.ones(db.n, dtype=bool) if area_budget is None else die.total_mm2 <= area_budget
+    for i in np.flatnonzero(~(pw.feasible & die.feasible & fits)):
+        why = [str(reason[i])] if reason[i] else []
+        if not die.feasible[i]:
+            why.append(str(die.reason[i]))
+        if not fits[i]:
+            why.append(f"a die area of {die.total_mm2[i]:.0f} mm2 exceeds the area budget of "
+                       f"{area_budget:.0f} mm2")
+        if not pw.feasible[i]:
+            why.append(f"{pw.reason[i]} (a {die.total_mm2[i]:.0f} mm2 die)")
+        reason[i] = "; ".join(why)
+    return m, pw.limited, chip_energy, reason, pw.feasible & die.feasible & fits

@@ -119,3 +119,18 @@ def test_average_shapes_and_fused_attention_keep_the_fast_path():
         args = dict(overrides={"compute.matrix.alignment.slowdown": [0.5, 1.0]}, **kw)
         ev = dse.evaluate(a100, dse.load_workload(wl), **args)
         assert np.array_equal(ev.ops_time[0], ev.ops_time[1]), wl
+
+
+def test_overlap_of_die_work_and_off_chip_traffic_by_hand():
+    from dse.model.kernel import OVERLAP, overlap
+
+    assert OVERLAP == 2.0  # the p-norm below is the quadrature sum
+    a = np.array([3.0, 5.0, 0.0, 0.0, np.inf, 2.0])
+    b = np.array([4.0, 0.0, 7.0, 0.0, 1.0, 2.0])
+    np.testing.assert_allclose(overlap(a, b), [5.0, 5.0, 7.0, 0.0, np.inf,
+                                               2.0 * np.sqrt(2.0)])
+    # Never faster than the larger term, never slower than the two in sequence.
+    rng = np.random.default_rng(0)
+    x, y = rng.uniform(0, 1, 1000), rng.uniform(0, 1, 1000)
+    t = overlap(x, y)
+    assert np.all(t >= np.maximum(x, y)) and np.all(t <= x + y + 1e-15)

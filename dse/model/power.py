@@ -32,7 +32,7 @@ import numpy as np
 
 from dse.model.batch import DesignBatch
 from dse.model.kernel import FALLBACK, executed_precision, overlap
-from dse.spec.hardware import ON_CHIP_KINDS, interface_family
+from dse.spec.hardware import interface_family
 from dse.spec.technology import OpEnergy, TechSpec
 
 
@@ -159,6 +159,11 @@ class StepTerms:
     fixed: np.ndarray
     overhead: np.ndarray
 
+    def take(self, rows: np.ndarray) -> StepTerms:
+        """The terms of the designs `rows`."""
+        return StepTerms(self.count[rows], self.scaled[rows], self.fixed[rows],
+                         self.overhead[rows])
+
     def total(self, s: np.ndarray) -> np.ndarray:
         """[N] step time at clock ratio s ([N])."""
         t = overlap(self.scaled / s[:, None], self.fixed) + self.overhead
@@ -170,7 +175,7 @@ def step_terms(db: DesignBatch, count: np.ndarray, time: np.ndarray, compute: np
     """Split each operator's time (`time`, [N, J]: the first I operators then collectives)
     into its clock-scaled, fixed and overhead parts from its compute time ([N, I]) and its
     bytes per level ([N, I, L]) over the achieved bandwidths."""
-    i, on = traffic.shape[1], on_chip(db)
+    i, on = traffic.shape[1], db.on_chip
     with np.errstate(divide="ignore", invalid="ignore"):
         per_level = np.nan_to_num(traffic / db.bandwidth[:, None, :], nan=0.0)
     scaled = np.zeros_like(time)
@@ -182,11 +187,6 @@ def step_terms(db: DesignBatch, count: np.ndarray, time: np.ndarray, compute: np
     overhead = np.maximum(time - roof, 0.0)  # launches x op_overhead; collectives whole
     overhead[:, i:] = time[:, i:]
     return StepTerms(count=count, scaled=scaled, fixed=fixed, overhead=overhead)
-
-
-def on_chip(db: DesignBatch) -> np.ndarray:
-    """[L] bool: levels on the die, whose energy per byte follows the core voltage."""
-    return np.array([k in ON_CHIP_KINDS for k in db.level_kinds])
 
 
 @dataclass(frozen=True)
@@ -209,17 +209,17 @@ def chip_power(db: DesignBatch, energy: StepEnergy, terms: StepTerms, static_w: 
     energy at the rated clock, the step's time terms, static and clocked-core power, [N];
     `idle_s`: time per step the chip waits for its host (a serving engine's overhead per
     iteration), which no clock shortens and in which the cores draw only static power."""
-    on = on_chip(db)
+    on = db.on_chip
     e_core = energy.compute + energy.memory[:, on].sum(axis=1)
     e_off = energy.memory[:, ~on].sum(axis=1) + energy.links
     ones = np.ones(db.n)
     t1 = terms.total(ones) + idle_s
 
-    def power(s: np.ndarray, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+    def power(s: np.ndarray, rows: np.ndarray | slice = slice(None),
+              part: StepTerms = terms) -> np.ndarray:
+        """[len(rows)] W at clock ratios s of the designs `rows`, whose terms are `part`."""
         v2 = np.maximum(VOLTAGE_FLOOR, s) ** 2
-        sub = StepTerms(terms.count[rows], terms.scaled[rows], terms.fixed[rows],
-                        terms.overhead[rows])
-        busy = sub.total(s)
+        busy = part.total(s)
         t = busy + idle_s
         with np.errstate(divide="ignore", invalid="ignore"):
             dyn = np.where(t > 0, (v2 * e_core[rows] + e_off[rows]
@@ -232,10 +232,11 @@ def chip_power(db: DesignBatch, energy: StepEnergy, terms: StepTerms, static_w: 
     s = ones.copy()
     rows = np.flatnonzero(limited)
     if rows.size:
+        part = terms.take(rows)  # the limited designs' terms, once for every bisection
         lo, hi = np.full(rows.size, MIN_CLOCK), np.ones(rows.size)
         for _ in range(_BISECTIONS):
             mid = 0.5 * (lo + hi)
-            fits = power(mid, rows) <= tdp_w[rows]
+            fits = power(mid, rows, part) <= tdp_w[rows]
             lo, hi = np.where(fits, mid, lo), np.where(fits, hi, mid)
         s[rows] = lo
     power_w = np.where(limited, power(s), demand)

@@ -19,7 +19,13 @@ import numpy as np
 from dse import units
 from dse.errors import DseError
 from dse.spec.fixed_costs import fixed_cost
-from dse.spec.hardware import CHANNEL_INTERFACES, HBM_INTERFACES, PRECISIONS, HardwareSpec
+from dse.spec.hardware import (
+    CHANNEL_INTERFACES,
+    HBM_INTERFACES,
+    ON_CHIP_KINDS,
+    PRECISIONS,
+    HardwareSpec,
+)
 from dse.spec.vocabulary import COUPLED, canonical, convert
 
 
@@ -75,6 +81,12 @@ class DesignBatch:
     @property
     def levels(self) -> int:
         return len(self.level_names)
+
+    @property
+    def on_chip(self) -> np.ndarray:
+        """[L] bool: levels on the die (registers, SRAM, caches), listed before the off-chip
+        ones (the schema orders kinds innermost first)."""
+        return np.array([k in ON_CHIP_KINDS for k in self.level_kinds])
 
     def take(self, idx: np.ndarray) -> DesignBatch:
         """The designs at `idx` of this batch (repeats allowed)."""

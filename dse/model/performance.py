@@ -35,7 +35,6 @@ from dse.model.blocks import blocks as design_blocks
 from dse.model.blocks import shaped as work_rows
 from dse.model.kernel import DEQUANT_SLOTS, issue_factor, overlap, rate_of, rate_table
 from dse.model.tiling import Gemms, Side, crossings, same_side, tile_sides
-from dse.spec.hardware import ON_CHIP_KINDS
 from dse.workloads.optable import CLASSES, MATRIX_KINDS, TENSOR_CLASSES
 
 _MATRIX = frozenset(MATRIX_KINDS)
@@ -237,8 +236,7 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     missing = np.zeros(n_, dtype=bool)
     work = scratch("work", 7 * n_ops * block, np.float64)
     # Levels on the die come first (innermost); the first off-chip level's index.
-    first_off = next((i for i, k in enumerate(batch.level_kinds) if k not in ON_CHIP_KINDS),
-                     lv)
+    first_off = int(batch.on_chip.sum())
     mixed_work = scratch("mixed", n_ops * block, np.float64)
     part_work = scratch("part", n_ops * block, np.float64)
     hit_work = scratch("hit", n_ops * block, np.bool_)

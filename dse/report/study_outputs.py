@@ -1,0 +1,181 @@
+"""Everything a study run leaves in its output folder: tables, plots, summary, resolved
+study. Called by `dse study` after a run (or a grid)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pandas as pd
+
+from dse.model import evaluate
+from dse.report import pareto_plot as pp
+from dse.report.study_summary import bound_shares, param_label, summary_markdown
+from dse.search import outputs
+from dse.search.objective import baseline_of
+from dse.search.run import Options, Progress, open_storage, out_dir, storage_url
+from dse.search.space import Study
+
+IMPORTANCE_TRIALS = 2000  # feasible trials the importance evaluator sees at most (seeded)
+
+
+def _bounds(study: Study, row: pd.Series) -> dict[str, str]:
+    params = {p.path: np.array([row[p.column]]) for p in study.params}
+    out = {}
+    for name, job in study.jobs.items():
+        ev = evaluate(study.hardware, job.workload, job.scenario, execution=job.execution,
+                      tech=study.tech, reticle=False, overrides=params, **job.fields)
+        out[name] = bound_shares(ev.op_records(0))
+    return out
+
+
+def _importances(study: Study, stored: optuna.Study | None) -> dict[str, dict[str, float]]:
+    """PED-ANOVA importance of each parameter per objective (Optuna's own evaluator, no
+    scikit-learn: how much each parameter's distribution differs between the top 10% of
+    trials and all of them) over at most IMPORTANCE_TRIALS feasible trials; empty with
+    fewer than 20 feasible trials."""
+    if stored is None:
+        return {}
+    import warnings
+
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    # PED-ANOVA always notes that it ranks for low targets; maximized ones are negated here.
+    warnings.filterwarnings("ignore", message="PedAnovaImportanceEvaluator computes")
+    trials = [t for t in stored.get_trials(deepcopy=False,
+                                           states=(optuna.trial.TrialState.COMPLETE,))
+              if all(v <= 0 for v in t.constraints.values())]
+    if len(trials) < 20:
+        return {}
+    rng = np.random.default_rng(0)
+    if len(trials) > IMPORTANCE_TRIALS:
+        trials = [trials[i] for i in rng.choice(len(trials), IMPORTANCE_TRIALS, replace=False)]
+    tmp = optuna.create_study(directions=study.directions)
+    tmp.add_trials(trials)
+    out = {}
+    for g, goal in enumerate(study.goals):
+        imp = optuna.importance.get_param_importances(
+            tmp, target=lambda t, g=g, s=(-1.0 if goal.spec.direction == "maximize" else 1.0):
+            s * t.values[g],
+            evaluator=optuna.importance.PedAnovaImportanceEvaluator())
+        out[goal.name] = {k: float(v) for k, v in imp.items()}
+    return out
+
+
+def _plots(study: Study, t: outputs.Tables, folder: Path, title: str) -> list[Path]:
+    cols = outputs.objective_columns(study)
+    written: list[Path] = []
+    units_of = {c: g.unit(study.jobs) for c, g in zip(cols, study.goals, strict=True)}
+    if len(cols) >= 2 and len(t.trials):
+        x, y = cols[0], cols[1]
+        d = pp.pareto_data(t.trials, t.pareto, t.references, x, y,
+                           pp.label(x, units_of[x]), pp.label(y, units_of[y]),
+                           study.directions[0] == "maximize", study.directions[1] == "maximize",
+                           title)
+        paths = [folder / f"pareto.{ext}" for ext in ("png", "svg", "pdf")]
+        pp.draw_pareto(d, paths)
+        written += paths
+    if len(t.pareto):
+        columns = [p.column for p in study.params]
+        low = [float(p.low if p.low is not None else min(p.choices or [0])) for p in study.params]
+        high = [float(p.high if p.high is not None else max(p.choices or [1]))
+                for p in study.params]
+        d2 = pp.parallel_data(t.pareto, columns, [param_label(p.path) for p in study.params],
+                              low, high, cols[0], f"{study.spec.name}: the Pareto front's "
+                              "designs")
+        path = folder / "parallel.png"
+        pp.draw_parallel(d2, [path], pp.label(cols[0], units_of[cols[0]]))
+        written.append(path)
+    return written
+
+
+def _summary(study: Study, t: outputs.Tables, stored: optuna.Study | None, run_line: str,
+             extra: list[str]) -> str:
+    cols = outputs.objective_columns(study)
+    best = [r for _, r in pp_best(t, cols, study.directions)]
+    bounds = {int(r["number"]): _bounds(study, r) for r in best}
+    workloads = [(n, f"{n}.{j.throughput_metric}") for n, j in study.jobs.items()]
+    return summary_markdown(
+        name=study.spec.name, description=study.spec.description or "", run_line=run_line,
+        params=[(p.column, p.path) for p in study.params], objectives=cols,
+        units_of={c: g.unit(study.jobs) for c, g in zip(cols, study.goals, strict=True)},
+        directions=study.directions, trials=t.trials, front=t.pareto, references=t.references,
+        bounds=bounds, importances=_importances(study, stored), workloads=workloads,
+        extra=extra)
+
+
+def pp_best(t: outputs.Tables, cols: list[str], directions: list[str]):
+    from dse.report.study_summary import best_rows
+
+    return best_rows(t.pareto, cols, directions)
+
+
+def _finish(study: Study, t: outputs.Tables, folder: Path, stored: optuna.Study | None,
+            run_line: str, extra: list[str], resolved: dict) -> list[str]:
+    written = outputs.write_tables(t, folder)
+    written += _plots(study, t, folder, f"{study.spec.name}: {len(t.trials):,} designs")
+    summary = folder / "summary.md"
+    summary.write_text(_summary(study, t, stored, run_line, extra))
+    written.append(summary)
+    written.append(outputs.write_resolved(resolved, folder))
+    return [run_line, *extra, f"wrote {len(written)} files to {folder}/: "
+            + ", ".join(p.name for p in written)]
+
+
+def write_all(study: Study, opts: Options, sampler: str, wall: float,
+              prog: Progress | None) -> list[str]:
+    """Tables, plots, summary and resolved study of the stored run."""
+    logging.getLogger("optuna").setLevel(logging.WARNING)
+    folder = out_dir(study, opts)
+    folder.mkdir(parents=True, exist_ok=True)
+    url = storage_url(study, opts)
+    stored = optuna.load_study(study_name=study.spec.name, storage=open_storage(url))
+    t = outputs.tables(study, stored, baseline_of(study))
+    spec = study.spec.search
+    new = prog.new if prog is not None else 0
+    run_line = (f"{len(t.trials):,} trials in the study ({new:,} run now in {wall:.1f} s, "
+                f"{new / max(wall, 1e-9):,.0f} trials/s); "
+                f"{int(t.trials['feasible'].sum()) if len(t.trials) else 0:,} feasible, "
+                f"{len(t.pareto)} on the front")
+    resolved = outputs.resolved_document(
+        study, spec.seed if opts.seed is None else opts.seed, opts.trials or spec.trials,
+        sampler, opts.batch or spec.batch, url)
+    extra = []
+    grid_file = folder / "grid" / "trials.parquet"
+    if grid_file.is_file():
+        ratio = outputs.hypervolume_ratio(study, t.trials, pd.read_parquet(grid_file))
+        extra.append(f"hypervolume of the sampled front / the grid's front: {ratio:.3f}")
+    return _finish(study, t, folder, stored, run_line, extra, resolved)
+
+
+def write_grid(study: Study, folder: Path, quiet: bool = False) -> list[str]:
+    """Evaluate the whole grid and write its outputs; with a sampled run in `folder`, to
+    `folder/grid` and with the hypervolume ratio of the sampled front to the grid's."""
+    import time
+
+    from dse.search.grid import grid_frame
+
+    sampled = (folder / "trials.parquet").is_file()
+    target = folder / "grid" if sampled else folder
+    target.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    frame = grid_frame(study)
+    wall = time.perf_counter() - started
+    baseline = baseline_of(study)
+    t = outputs.Tables(frame, outputs.pareto_frame(study, frame),
+                       outputs.reference_frame(study, baseline))
+    per_workload = len(frame) * len(study.jobs) / max(wall, 1e-9)
+    run_line = (f"grid of {len(frame):,} designs evaluated in {wall:.2f} s "
+                f"({per_workload:,.0f} designs/s per workload); "
+                f"{int(frame['feasible'].sum()):,} feasible, {len(t.pareto)} on the front")
+    extra = []
+    if sampled:
+        ratio = outputs.hypervolume_ratio(study, pd.read_parquet(folder / "trials.parquet"),
+                                          frame)
+        extra.append(f"hypervolume of the sampled front ({folder}) / the grid's front: "
+                     f"{ratio:.3f}")
+    resolved = outputs.resolved_document(study, study.spec.search.seed, len(frame), "grid",
+                                         outputs.CHUNK, "none (grid)")
+    del quiet
+    return _finish(study, t, target, None, run_line, extra, resolved)

@@ -1,0 +1,166 @@
+"""A batch of designs through a study: one vectorized `evaluate` per workload, then the
+objectives, the constraint values (<= 0: satisfied) and the table columns of every design.
+No I/O and no Optuna: arrays in, arrays out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dse.model import evaluate
+from dse.model.area import PADDING, area
+from dse.model.batch import design_batch
+from dse.search.space import DIRECT, Goal, Job, Study
+
+# The value an infeasible design's objective is told as when its metric does not exist
+# (it does not run the workload): the worst a maximized quantity can be, and for a minimized
+# one a value beyond any design's. Constrained samplers rank such designs by their
+# constraint violation first, so the value only orders them among themselves.
+WORST_MINIMIZED = 1e30
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a batch of N designs gives in a study."""
+
+    values: np.ndarray  # [N, G] objectives (NaN where the design does not run a workload)
+    constraints: dict[str, np.ndarray]  # name -> [N]; <= 0 satisfied
+    feasible: np.ndarray  # [N] bool: every constraint satisfied
+    reason: np.ndarray  # [N] str ("" when feasible)
+    columns: dict[str, np.ndarray]  # table columns, one value per design
+    per_job: dict[str, dict[str, np.ndarray]]  # workload -> study metric -> [N]
+
+    def told(self, directions: list[str]) -> np.ndarray:
+        """[N, G] objective values as told to the sampler: finite everywhere."""
+        out = self.values.copy()
+        for g, d in enumerate(directions):
+            bad = ~np.isfinite(out[:, g])
+            out[bad, g] = 0.0 if d == "maximize" else WORST_MINIMIZED
+        return out
+
+
+def job_metric(job: Job, metric: str, metrics: dict[str, np.ndarray], area_mm2: np.ndarray
+               ) -> np.ndarray:
+    """[N] one study metric of one workload from `evaluate`'s metrics (system throughput;
+    per mm2 of all chips' silicon; per watt of all chips)."""
+    chips = job.execution.chips
+    thr = metrics[job.throughput_metric]
+    if job.phase == "prefill":
+        thr = thr * chips
+    if metric == "throughput":
+        return thr
+    if metric == "throughput_per_mm2":
+        return thr / (area_mm2 * chips)
+    if metric == "throughput_per_watt":
+        return thr / (metrics["power_w"] * chips)
+    return metrics[DIRECT[metric]]
+
+
+def goal_values(goal: Goal, per_job: dict[str, dict[str, np.ndarray]], area_mm2: np.ndarray,
+                baseline: dict[str, dict[str, float]]) -> np.ndarray:
+    """[N] one objective: the design's own metric, one workload's metric, or the weighted
+    geometric mean over several workloads of each relative to the base chip."""
+    metric = goal.spec.metric
+    if not goal.jobs:
+        return area_mm2.copy()
+    if not goal.relative:
+        return per_job[goal.jobs[0]][metric]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log = sum(w * np.log(per_job[j][metric] / baseline[j][metric])
+                  for j, w in zip(goal.jobs, goal.weights, strict=True))
+        return np.exp(log)
+
+
+def evaluate_designs(study: Study, params: dict[str, np.ndarray],
+                     baseline: dict[str, dict[str, float]] | None = None,
+                     hardware=None) -> Outcome:
+    """Evaluate N designs (`params`: canonical path -> [N] SI values; none: the base chip
+    alone, or `hardware` instead of the base) on every workload of `study`."""
+    spec = hardware if hardware is not None else study.hardware
+    tech = study.tech if hardware is None else None
+    db = design_batch(spec, params or None)
+    n = db.n
+    cons = study.spec.constraints
+    constraints: dict[str, np.ndarray] = {}
+    why: list[list[str]] = [[] for _ in range(n)]
+    columns: dict[str, np.ndarray] = {p: np.asarray(v, dtype=float) for p, v in params.items()}
+    area_mm2 = np.full(n, np.nan)
+    if tech is not None:
+        die = area(db, tech, reticle=False)
+        area_mm2 = die.total_mm2
+        pad = die.components.get(PADDING, np.zeros(n))
+        columns["area_mm2"], columns["die_mm2"] = area_mm2, die.die_mm2
+        if cons.area is not None:
+            constraints["area_mm2"] = area_mm2 - cons.area
+            for i in np.flatnonzero(area_mm2 > cons.area):
+                why[i].append(f"area {area_mm2[i]:.0f} mm2 exceeds the budget of "
+                              f"{cons.area:.0f} mm2")
+        if cons.reticle:
+            constraints["reticle_mm2"] = die.die_mm2 - tech.reticle
+            for i in np.flatnonzero(die.die_mm2 > tech.reticle):
+                why[i].append(f"a die of {die.die_mm2[i]:.0f} mm2 exceeds the "
+                              f"{tech.reticle:.0f} mm2 reticle")
+        if cons.shoreline:
+            constraints["shoreline_mm2"] = np.where(pad > 0, pad, -1.0)
+            for i in np.flatnonzero(pad > 0):
+                why[i].append(f"the off-chip interfaces need {die.edge_needed_mm[i]:.0f} mm "
+                              f"of die edge ({pad[i]:.0f} mm2 of padding)")
+    per_job: dict[str, dict[str, np.ndarray]] = {}
+    misfit = np.zeros(n)
+    power = np.full(n, -np.inf)
+    for name, job in study.jobs.items():
+        ev = evaluate(db, job.workload, job.scenario, execution=job.execution, tech=tech,
+                      reticle=False, **job.fields)
+        m = ev.metrics
+        metrics = {k: job_metric(job, k, m, area_mm2) for k in
+                   ("throughput", "throughput_per_mm2", "throughput_per_watt", *DIRECT)
+                   if k not in DIRECT or DIRECT[k] in m}
+        per_job[name] = metrics
+        misfit += ~ev.feasible
+        if "power_w" in m:
+            power = np.fmax(power, np.where(ev.feasible, m["power_w"], -np.inf))
+        columns[f"{name}.{job.throughput_metric}"] = metrics["throughput"]
+        for k in ("power_w", "clock_hz", "energy_per_token_j", "energy_per_sample_j",
+                  "ttft_s", "tpot_s", "latency_s"):
+            if k in m and np.isfinite(m[k]).any():
+                columns[f"{name}.{k}"] = m[k]
+        columns[f"{name}.sequences"] = ev.sequences
+        for i in np.flatnonzero(~ev.feasible):
+            why[i].append(f"{name}: {ev.reason[i]}")
+    if cons.fit:
+        constraints["unfit_workloads"] = np.where(misfit > 0, misfit, -1.0)
+    if cons.power is not None:
+        constraints["power_w"] = np.where(np.isfinite(power), power - cons.power, -1.0)
+        for i in np.flatnonzero(np.isfinite(power) & (power > cons.power)):
+            why[i].append(f"power {power[i]:.0f} W exceeds the cap of {cons.power:.0f} W")
+    base = baseline if baseline is not None else {
+        j: {k: float(v[0]) for k, v in d.items()} for j, d in per_job.items()}
+    values = np.column_stack([goal_values(g, per_job, area_mm2, base) for g in study.goals])
+    for g, goal in enumerate(study.goals):
+        columns[f"objective.{goal.name}"] = values[:, g]
+    feasible = np.ones(n, dtype=bool)
+    for v in constraints.values():
+        feasible &= v <= 0
+    if not cons.fit:
+        feasible &= np.isfinite(values).all(axis=1)
+    reason = np.array(["; ".join(w) for w in why], dtype=object)
+    reason[feasible] = ""
+    return Outcome(values=values, constraints=constraints, feasible=feasible, reason=reason,
+                   columns=columns, per_job=per_job)
+
+
+def baseline_of(study: Study) -> dict[str, dict[str, float]]:
+    """Each workload's metrics on the base chip as its file gives it: the reference of
+    multi-workload objectives. A base that cannot run a workload such an objective combines
+    cannot be that reference: DseError naming the objective."""
+    from dse.errors import DseError
+
+    out = evaluate_designs(study, {})
+    for goal in study.goals:
+        for j in goal.jobs if goal.relative else ():
+            if not np.isfinite(out.per_job[j]["throughput"][0]):
+                raise DseError(f"{study.path}: objectives.{goal.name}: the base chip "
+                               f"{study.hardware.name} does not run workload '{j}' "
+                               f"({out.reason[0]}), so designs cannot be measured against it")
+    return {j: {k: float(v[0]) for k, v in d.items()} for j, d in out.per_job.items()}

@@ -1,0 +1,319 @@
+"""Running a study: batched ask/tell against Optuna, persisted to a journal file (default)
+or a shared database, resumable, with any number of worker processes.
+
+One process (the default): the sampler works on an in-memory copy of the study, loaded
+from the storage at start; each batch is asked, evaluated in one vectorized call per
+workload, told, and then appended to the storage as finished trials (`add_trials`), so a
+kill loses at most the batch in flight and a re-run completes the rest. Workers (`workers`
+> 1, or a database URL): every process asks and tells through the shared storage, Optuna's
+own distributed mode; a trial runs only if fewer than `trials` live trials come before it in
+the storage's numbering, so workers together complete exactly the requested number.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import optuna
+from optuna.trial import TrialState
+
+from dse.errors import DseError
+from dse.search.objective import Outcome, baseline_of, evaluate_designs
+from dse.search.space import Study
+
+JOURNAL = "study.journal"
+FINGERPRINT = "dse_fingerprint"
+SURPLUS = "dse_surplus"  # user attr of a trial asked past the budget by a worker (FAIL)
+REASON = "reason"
+# Database storages: a worker records a heartbeat per batch; a RUNNING trial without one for
+# GRACE_S seconds belongs to a killed worker and is failed (and its slot freed).
+HEARTBEAT_S, GRACE_S = 10, 60
+LIVE = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
+
+
+@dataclass
+class Options:
+    """Run settings; None: the study file's."""
+
+    trials: int | None = None
+    out: Path | None = None
+    storage: str | None = None
+    workers: int = 1
+    seed: int | None = None
+    batch: int | None = None
+    sampler: str | None = None
+
+
+@dataclass
+class Progress:
+    """What a run reports as it goes (to a progress bar or log lines)."""
+
+    done: int = 0
+    feasible: int = 0
+    front: int = 0
+    started: float = field(default_factory=time.perf_counter)
+    new: int = 0  # trials this run added
+
+    @property
+    def rate(self) -> float:
+        return self.new / max(time.perf_counter() - self.started, 1e-9)
+
+
+def out_dir(study: Study, opts: Options) -> Path:
+    return opts.out if opts.out is not None else Path("runs") / study.spec.name
+
+
+def storage_url(study: Study, opts: Options) -> str:
+    """The storage a run uses: --storage, the file's `storage`, else the journal file."""
+    return opts.storage or study.spec.storage or str(out_dir(study, opts) / JOURNAL)
+
+
+def open_storage(url: str, heartbeat: bool = False) -> optuna.storages.BaseStorage:
+    """A journal file (a path) or a database (a URL with ://)."""
+    if "://" in url:
+        try:
+            return optuna.storages.RDBStorage(
+                url, heartbeat_interval=HEARTBEAT_S if heartbeat else None,
+                grace_period=GRACE_S if heartbeat else None)
+        except Exception as e:  # driver missing, server down, bad URL
+            raise DseError(f"--storage {url}: cannot open the database ({type(e).__name__}: "
+                           f"{str(e).splitlines()[0] if str(e) else 'no detail'})") from None
+    path = Path(url)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    backend = optuna.storages.journal.JournalFileBackend(str(path))
+    return optuna.storages.JournalStorage(backend)
+
+
+def make_sampler(name: str, seed: int, population: int, local: bool = False
+                 ) -> optuna.samplers.BaseSampler:
+    """`local`: the sampler's study is this process's alone (see samplers.NSGAII)."""
+    if name == "nsga2":
+        from dse.search.samplers import NSGAII
+
+        return NSGAII(population_size=population, seed=seed, local=local)
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True,
+                                          constant_liar=True)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed)
+    raise DseError(f"--sampler: expected nsga2, tpe, random, gp or grid, found '{name}'")
+
+
+def open_study(study: Study, storage: optuna.storages.BaseStorage, url: str
+               ) -> optuna.Study:
+    """The stored study of this name, created if new; refused if it was made by a different
+    study file (another digest of parameters, workloads, objectives, constraints)."""
+    name = study.spec.name
+    try:
+        stored = optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        stored = optuna.create_study(study_name=name, storage=storage,
+                                     directions=study.directions, load_if_exists=True)
+        if FINGERPRINT not in stored.user_attrs:
+            stored.set_user_attr(FINGERPRINT, study.fingerprint())
+            stored.set_metric_names([g.name for g in study.goals])
+            stored.set_user_attr("dse_study_file", str(study.path))
+    found = stored.user_attrs.get(FINGERPRINT)
+    if found is not None and found != study.fingerprint():
+        raise DseError(f"{study.path}: the study '{name}' stored in {url} was run from a "
+                       "different study file (its parameters, workloads, objectives or "
+                       "constraints changed); refusing to mix the two: use another --out "
+                       "(or --storage), or delete the stored run")
+    if [d.name.lower() for d in stored.directions] != study.directions:
+        raise DseError(f"{study.path}: the stored study '{name}' has other objectives")
+    return stored
+
+
+def count(st: optuna.Study, states: tuple[TrialState, ...] = (TrialState.COMPLETE,)) -> int:
+    return len(st.get_trials(deepcopy=False, states=states))
+
+
+def params_of(study: Study, trials: list[optuna.trial.BaseTrial]) -> dict[str, np.ndarray]:
+    return {p.path: np.array([t.params[p.path] for t in trials], dtype=float)
+            for p in study.params}
+
+
+def tell_batch(target: optuna.Study, study: Study, asked: list[optuna.Trial],
+               outcome: Outcome) -> None:
+    """Constraints, reason and objectives of an evaluated batch, told to `target`."""
+    told = outcome.told(study.directions)
+    for i, trial in enumerate(asked):
+        for name, v in outcome.constraints.items():
+            trial.set_constraint(name, float(v[i]))
+        if outcome.reason[i]:
+            trial.set_user_attr(REASON, str(outcome.reason[i]))
+        target.tell(trial, told[i].tolist())
+
+
+def _front(values: np.ndarray, directions: list[str]) -> np.ndarray:
+    """The rows of `values` on their Pareto front (the front of a union is the front of
+    the old front and the new rows, so a run keeps only its front)."""
+    from dse.search.pareto import front_mask
+
+    return values[front_mask(values, directions)] if len(values) else values
+
+
+def run(study: Study, opts: Options, report: Callable[[Progress], None] | None = None
+        ) -> Progress:
+    """Run `study` until its storage holds the requested number of complete trials."""
+    url = storage_url(study, opts)
+    workers = max(opts.workers, 1)
+    baseline = baseline_of(study)
+    if workers > 1 or "://" in url:
+        return _run_workers(study, opts, url, workers, report)
+    storage = open_storage(url)
+    stored = open_study(study, storage, url)
+    spec = study.spec.search
+    target = opts.trials or spec.trials
+    batch = opts.batch or spec.batch
+    seed = spec.seed if opts.seed is None else opts.seed
+    sampler_name = opts.sampler or spec.sampler
+    _fail_running(stored)
+    previous = stored.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    # A resumed run's sampler continues from the stored trials with a seed of its own, so
+    # the first run and each resumption are reproducible.
+    mem = optuna.create_study(directions=study.directions, sampler=make_sampler(
+        sampler_name, seed + len(previous), spec.population or batch, local=True))
+    mem.add_trials(previous)
+    dists = study.distributions()
+    prog = Progress(done=len(previous))
+    feasible_values = np.array([t.values for t in previous
+                                if all(v <= 0 for v in t.constraints.values())]
+                               ).reshape(-1, len(study.goals))
+    prog.feasible = len(feasible_values)
+    front = _front(feasible_values, study.directions)
+    prog.front = len(front)
+    try:
+        while prog.done < target:
+            k = min(batch, target - prog.done)
+            asked = [mem.ask(dists) for _ in range(k)]
+            outcome = evaluate_designs(study, params_of(study, asked), baseline)
+            tell_batch(mem, study, asked, outcome)
+            finished = mem.get_trials(deepcopy=False)[-k:]
+            stored.add_trials(finished)
+            prog.done += k
+            prog.new += k
+            ok = outcome.feasible
+            prog.feasible += int(ok.sum())
+            front = _front(np.vstack([front, outcome.values[ok]]), study.directions)
+            prog.front = len(front)
+            if report:
+                report(prog)
+    except KeyboardInterrupt:
+        if report:
+            report(prog)
+        raise
+    return prog
+
+
+def _fail_running(st: optuna.Study) -> None:
+    """Trials left RUNNING in a journal by a killed run (one process writes a journal's
+    trials at a time, so none is live when a run starts): FAIL, freeing their slots."""
+    for t in st.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
+        st._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+
+
+def _run_workers(study: Study, opts: Options, url: str, workers: int,
+                 report: Callable[[Progress], None] | None) -> Progress:
+    storage = open_storage(url, heartbeat=True)
+    stored = open_study(study, storage, url)
+    if "://" not in url:
+        _fail_running(stored)
+    else:
+        optuna.storages.fail_stale_trials(stored)
+    target = opts.trials or study.spec.search.trials
+    prog = Progress(done=count(stored))
+    if workers == 1:
+        _worker(study.path, opts, url, 0)
+    else:
+        ctx = mp.get_context("spawn")
+        procs = [ctx.Process(target=_worker, args=(study.path, opts, url, i), daemon=False)
+                 for i in range(workers)]
+        for p in procs:
+            p.start()
+        try:
+            while any(p.is_alive() for p in procs):
+                time.sleep(0.5)
+                prog.new = count(stored) - prog.done
+                if report:
+                    report(_progress(stored, study, prog))
+        except KeyboardInterrupt:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                p.join()
+            raise
+        for p in procs:
+            p.join()
+        bad = [p.exitcode for p in procs if p.exitcode]
+        if bad:
+            raise DseError(f"{len(bad)} of {workers} workers failed (exit codes "
+                           f"{', '.join(map(str, bad))}); the finished trials are kept")
+    done = count(stored)
+    prog.new = done - prog.done
+    prog.done = done
+    out = _progress(stored, study, prog)
+    if report:
+        report(out)
+    del target
+    return out
+
+
+def _progress(stored: optuna.Study, study: Study, prog: Progress) -> Progress:
+    trials = stored.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    feasible = np.array([t.values for t in trials if all(v <= 0 for v in t.constraints.values())
+                         ]).reshape(-1, len(study.goals))
+    prog.done = len(trials)
+    prog.feasible = len(feasible)
+    prog.front = len(_front(feasible, study.directions))
+    return prog
+
+
+def _worker(path: Path, opts: Options, url: str, index: int) -> None:
+    """One worker: ask a batch through the shared storage, keep the trials within the
+    budget, evaluate, tell; stop when the budget is reached."""
+    from dse.search.space import load_study
+
+    logging.getLogger("optuna").setLevel(logging.WARNING)
+    study = load_study(path)
+    spec = study.spec.search
+    target = opts.trials or spec.trials
+    batch = opts.batch or spec.batch
+    seed = (spec.seed if opts.seed is None else opts.seed) + 1000 * index
+    storage = open_storage(url, heartbeat=True)
+    sampler_name = opts.sampler or spec.sampler
+    sampler = make_sampler(sampler_name, seed + count(optuna.load_study(
+        study_name=study.spec.name, storage=storage)), spec.population or batch)
+    st = optuna.load_study(study_name=study.spec.name, storage=storage, sampler=sampler)
+    baseline = baseline_of(study)
+    dists = study.distributions()
+    heartbeat = isinstance(storage, optuna.storages.RDBStorage)
+    while True:
+        if heartbeat:
+            optuna.storages.fail_stale_trials(st)
+        if count(st, LIVE) >= target:
+            return
+        asked = [st.ask(dists) for _ in range(batch)]
+        live = sorted(t.number for t in st.get_trials(deepcopy=False, states=LIVE))
+        keep, surplus = [], []
+        for t in asked:
+            (keep if np.searchsorted(live, t.number) < target else surplus).append(t)
+        for t in surplus:
+            t.set_user_attr(SURPLUS, True)
+            st.tell(t, state=TrialState.FAIL)
+        if keep:
+            if heartbeat:
+                for t in keep:
+                    storage.record_heartbeat(t._trial_id)
+            outcome = evaluate_designs(study, params_of(study, keep), baseline)
+            tell_batch(st, study, keep, outcome)
+        if surplus:
+            return

@@ -1,0 +1,314 @@
+"""A study file resolved against its base chip and the workload library: parameters as
+Optuna distributions in SI units, workload scenarios ready to evaluate, objectives and
+constraints. Every problem is reported at once, as file:line:col: key.path: message."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import optuna
+
+from dse.errors import DseError, Issue, SpecError, suggest
+from dse.model.execution import Execution
+from dse.spec import vocabulary
+from dse.spec.hardware import HardwareSpec
+from dse.spec.load import issue_at, load_design, load_workload, read_yaml, validate
+from dse.spec.study import DESIGN_METRICS, Objective, Parameter, StudySpec, StudyWorkload
+from dse.spec.technology import TechSpec
+from dse.spec.workload import WorkloadSpec
+from dse.workloads import execution_issues, resolve_scenario
+
+# The throughput metric of each phase (what `maximize: throughput` ranks by), system-wide.
+THROUGHPUT = {"decode": "output_tokens_per_s", "serve": "output_tokens_per_s",
+              "inference": "samples_per_s", "prefill": "tokens_per_s_per_chip",
+              "gemm": "achieved_flop_per_s"}
+THROUGHPUT_UNIT = {"decode": "tokens/s", "serve": "tokens/s", "inference": "samples/s",
+                   "prefill": "tokens/s", "gemm": "FLOP/s"}
+# Metric -> Evaluation.metrics key, for the metrics that are one of them.
+DIRECT = {"energy_per_token": "energy_per_token_j", "energy_per_sample": "energy_per_sample_j",
+          "latency": "latency_s", "ttft": "ttft_s", "tpot": "tpot_s", "power": "power_w"}
+METRIC_UNIT = {"throughput_per_mm2": "/mm2", "throughput_per_watt": "/W",
+               "energy_per_token": "J", "energy_per_sample": "J", "latency": "s", "ttft": "s",
+               "tpot": "s", "power": "W", "area": "mm2"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One varied path: its Optuna distribution (SI units) and its table column."""
+
+    key: str  # as written in the study file
+    path: str  # canonical (memory levels by name)
+    column: str  # unit-suffixed column name
+    integer: bool
+    low: float | None
+    high: float | None
+    step: float | None
+    log: bool
+    choices: tuple[float, ...] | None
+
+    def distribution(self) -> optuna.distributions.BaseDistribution:
+        if self.choices is not None:
+            return optuna.distributions.CategoricalDistribution(self.choices)
+        assert self.low is not None and self.high is not None
+        if self.integer:
+            return optuna.distributions.IntDistribution(
+                int(self.low), int(self.high), log=self.log, step=int(self.step or 1))
+        return optuna.distributions.FloatDistribution(self.low, self.high, log=self.log,
+                                                      step=self.step)
+
+    def grid(self, points: int) -> np.ndarray:
+        """The values a grid takes: the choices, every step, or `points` spread over the
+        range (geometrically for a log range; whole numbers rounded and deduplicated)."""
+        if self.choices is not None:
+            return np.array(self.choices, dtype=float)
+        assert self.low is not None and self.high is not None
+        if self.step is not None or (self.integer and self.high - self.low < points):
+            step = self.step or 1.0
+            return self.low + step * np.arange(math.floor((self.high - self.low) / step
+                                                          + 1e-9) + 1)
+        values = (np.geomspace(self.low, self.high, points) if self.log
+                  else np.linspace(self.low, self.high, points))
+        return np.unique(np.round(values)) if self.integer else values
+
+
+@dataclass(frozen=True)
+class Job:
+    """A workload scenario of the study, resolved."""
+
+    name: str
+    spec: StudyWorkload
+    workload: WorkloadSpec
+    scenario: str  # the workload file's scenario name
+    phase: str
+    fields: dict[str, object]  # scenario fields replaced (batch, seq_in ...)
+    execution: Execution
+
+    @property
+    def throughput_metric(self) -> str:
+        return THROUGHPUT[self.phase]
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One objective: a metric, its direction, and the jobs it combines (none: the design's
+    own metric)."""
+
+    name: str
+    spec: Objective
+    jobs: tuple[str, ...]
+    weights: tuple[float, ...]  # normalized to sum 1
+
+    @property
+    def relative(self) -> bool:
+        """Several workloads: a weighted geometric mean of each relative to the base chip."""
+        return len(self.jobs) > 1
+
+    def unit(self, jobs: dict[str, Job]) -> str:
+        if self.relative:
+            return "x base"
+        metric = self.spec.metric
+        if metric in ("throughput", "throughput_per_mm2", "throughput_per_watt"):
+            return THROUGHPUT_UNIT[jobs[self.jobs[0]].phase] + METRIC_UNIT.get(metric, "")
+        return METRIC_UNIT[metric]
+
+
+@dataclass(frozen=True)
+class Study:
+    """A study ready to run."""
+
+    spec: StudySpec
+    path: Path
+    hardware: HardwareSpec
+    tech: TechSpec | None
+    params: tuple[Param, ...]
+    jobs: dict[str, Job]
+    goals: tuple[Goal, ...]
+    references: tuple[tuple[str, HardwareSpec, TechSpec | None], ...]
+
+    @property
+    def directions(self) -> list[str]:
+        return [g.spec.direction for g in self.goals]
+
+    def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
+        return {p.path: p.distribution() for p in self.params}
+
+    def fingerprint(self) -> str:
+        """A digest of what decides a trial's result (base chip, parameters, workloads,
+        objectives, constraints): a stored run with another digest is not resumed."""
+        keep = self.spec.model_dump(mode="json", include={"parameters", "workloads",
+                                                          "objectives", "constraints"})
+        keep["base"] = self.hardware.model_dump(mode="json")
+        text = json.dumps(keep, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _strip(message: str, path: str) -> str:
+    return message.removeprefix(f"--set {path}: ")
+
+
+def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue]
+           ) -> Param | None:
+    loc = ("parameters", key)
+    try:
+        path, term = vocabulary.canonical(hw, key)
+    except DseError as e:
+        issues.append(issue_at(data, loc, _strip(str(e), key)))
+        return None
+    clock = hw.compute.clock
+
+    def one(field: str, value: object) -> float | None:
+        unit_less = not isinstance(value, str) or vocabulary._plain_number(value)
+        if term.kind is not None and term.kind.suffix and unit_less:
+            issues.append(issue_at(data, (*loc, field), f"expected a {term.kind.name} with a "
+                                   f"unit (e.g. '{term.kind.example}'), found {value!r}"))
+            return None
+        try:
+            return float(vocabulary.convert(path, term, value, clock)[0])
+        except DseError as e:
+            issues.append(issue_at(data, (*loc, field), _strip(str(e), path)))
+            return None
+
+    if p.choices is not None:
+        values = [one(f"choices[{i}]", v) for i, v in enumerate(p.choices)]
+        if any(v is None for v in values):
+            return None
+        unique = tuple(dict.fromkeys(float(v) for v in values if v is not None))
+        return Param(key, path, vocabulary.column_name(path), term.integer, None, None, None,
+                     False, unique)
+    low, high = one("low", p.low), one("high", p.high)
+    step = None if p.step is None else one("step", p.step)
+    if low is None or high is None or (p.step is not None and step is None):
+        return None
+    if not low < high:
+        issues.append(issue_at(data, loc, f"empty range: low ({p.low}) must be below high "
+                                          f"({p.high})"))
+        return None
+    if step is not None and step > high - low:
+        issues.append(issue_at(data, (*loc, "step"), f"step {p.step} is wider than the range "
+                                                     f"({p.low} to {p.high})"))
+        return None
+    if term.integer and step is not None and step != round(step):
+        issues.append(issue_at(data, (*loc, "step"), "expected a whole step"))
+        return None
+    if step is not None:  # Optuna needs high on the step grid
+        high = low + math.floor((high - low) / step + 1e-9) * step
+    return Param(key, path, vocabulary.column_name(path), term.integer, low, high, step,
+                 p.log, None)
+
+
+def _job(data, name: str, w: StudyWorkload, near: Path, issues: list[Issue]) -> Job | None:
+    loc = ("workloads", name)
+    try:
+        wl = load_workload(w.workload if not w.workload.endswith(".yaml")
+                           else (near / w.workload if not Path(w.workload).is_absolute()
+                                 else Path(w.workload)))
+    except SpecError as e:
+        issues.append(issue_at(data, (*loc, "workload"), "; ".join(i.message if i.line is None
+                                                                   else str(i)
+                                                                   for i in e.issues)))
+        return None
+    fields = {k: v for k, v in (("phase", w.phase), ("batch", w.batch), ("seq_in", w.seq_in),
+                                ("seq_out", w.seq_out), ("precision", w.precision))
+              if v is not None}
+    try:
+        sc_name, sc = resolve_scenario(wl, w.scenario, **fields)
+    except DseError as e:
+        issues.append(issue_at(data, (*loc, "scenario" if w.scenario else "workload"), str(e)))
+        return None
+    if sc.phase == "training":
+        issues.append(issue_at(data, loc, "phase training is not modelled yet; use gemm, "
+                                          "prefill, decode, serve or inference"))
+        return None
+    ex = Execution(chips=w.chips, tp=w.tp, pp=w.pp)
+    problems, _ = execution_issues(wl, sc, w.tp, w.pp)
+    if w.tp * w.pp > w.chips or w.chips % (w.tp * w.pp):
+        problems.append(f"chips ({w.chips}) must be a multiple of tp x pp ({w.tp * w.pp})")
+    if problems:
+        issues.append(issue_at(data, loc, "; ".join(problems)))
+        return None
+    return Job(name, w, wl, sc_name, sc.phase, fields, ex)
+
+
+def _goal(data, name: str, o: Objective, jobs: dict[str, StudyWorkload],
+          issues: list[Issue]) -> Goal | None:
+    if o.metric in DESIGN_METRICS:
+        return Goal(name, o, (), ())
+    names = o.workloads if o.workloads is not None else list(jobs)
+    for i, n in enumerate(names):
+        if n not in jobs:
+            issues.append(issue_at(data, ("objectives", name, "workloads", i),
+                                   f"'{n}' is not a workload of this study"
+                                   f"{suggest(n, jobs)}; expected one of: {', '.join(jobs)}"))
+            return None
+    if len(set(names)) != len(names):
+        issues.append(issue_at(data, ("objectives", name, "workloads"),
+                               "a workload is listed twice"))
+        return None
+    w = np.array([jobs[n].weight for n in names])
+    return Goal(name, o, tuple(names), tuple(float(x) for x in w / w.sum()))
+
+
+def _hardware(ref: str, near: Path) -> tuple[HardwareSpec, TechSpec | None, str | None]:
+    """(spec, process-node constants or None, why none) of a chip named in a study file (a
+    path relative to the study file's folder, or a shipped name)."""
+    target: str | Path = ref
+    if ref.endswith((".yaml", ".yml")) or "/" in ref:
+        p = Path(ref).expanduser()
+        target = p if p.is_absolute() else near / p
+    return load_design(target)
+
+
+def load_study(path: str | Path) -> Study:
+    """Read, validate and resolve a study file (a path, or a shipped study's name)."""
+    from dse.spec.load import resolve
+
+    file = resolve(path, "study")
+    data = read_yaml(file, display=str(file))
+    if "name" not in data:
+        data.put("name", file.stem, data.pos, data.pos)
+    spec = validate(StudySpec, data)
+    assert isinstance(spec, StudySpec)
+    issues: list[Issue] = []
+    near = file.parent
+    try:
+        hw, tech, no_area = _hardware(spec.base, near)
+    except SpecError as e:
+        raise SpecError([issue_at(data, ("base",), "; ".join(
+            i.message if i.line is None else str(i) for i in e.issues))]) from None
+    params = [_param(data, k, p, hw, issues) for k, p in spec.parameters.items()]
+    seen: dict[str, str] = {}
+    for p in params:
+        if p is not None and p.path in seen:
+            issues.append(issue_at(data, ("parameters", p.key),
+                                   f"the same path as '{seen[p.path]}'"))
+        elif p is not None:
+            seen[p.path] = p.key
+    jobs = {n: _job(data, n, w, near, issues) for n, w in spec.workloads.items()}
+    goals = [_goal(data, n, o, spec.workloads, issues) for n, o in spec.objectives.items()]
+    needs_area = (spec.constraints.area is not None or spec.constraints.shoreline
+                  or spec.constraints.reticle
+                  or any(g is not None and g.spec.metric in ("area", "throughput_per_mm2")
+                         for g in goals))
+    if needs_area and tech is None:
+        issues.append(issue_at(data, ("base",), "the area constraints and objectives need "
+                               f"the area model, and {no_area}"))
+    references = []
+    for i, ref in enumerate(spec.references or [spec.base]):
+        try:
+            r_hw, r_tech, _ = _hardware(ref, near)
+        except SpecError as e:
+            issues.append(issue_at(data, ("references", i), "; ".join(
+                j.message if j.line is None else str(j) for j in e.issues)))
+            continue
+        references.append((r_hw.name, r_hw, r_tech))
+    if issues:
+        raise SpecError(issues)
+    return Study(spec=spec, path=file, hardware=hw, tech=tech,
+                 params=tuple(p for p in params if p is not None),
+                 jobs={n: j for n, j in jobs.items() if j is not None},
+                 goals=tuple(g for g in goals if g is not None), references=tuple(references))

@@ -1,0 +1,160 @@
+"""Study description schema: a search over designs derived from one base chip, on named
+workload scenarios, for objectives under constraints.
+
+The schema checks the file's shape and plain values; what needs the base chip (parameter
+paths and their units) or the workload library (scenarios) is checked when the study is
+resolved (dse.search.space), with the same file:line:col messages. No I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from pydantic import Field, field_validator, model_validator
+
+from dse.spec.types import Area, Power, Spec
+from dse.spec.workload import PrecisionName
+
+Scalar = str | int | float
+Sampler = Literal["nsga2", "tpe", "random", "grid", "gp"]
+SAMPLERS: tuple[str, ...] = get_args(Sampler)
+# What an objective can rank designs by. Per-workload metrics are in the workload's own
+# units (SI); `area` belongs to the design alone.
+Metric = Literal["throughput", "throughput_per_mm2", "throughput_per_watt", "energy_per_token",
+                 "energy_per_sample", "latency", "ttft", "tpot", "power", "area"]
+METRICS: tuple[str, ...] = get_args(Metric)
+DESIGN_METRICS = ("area",)
+
+
+class Parameter(Spec):
+    """One design-vocabulary path to vary: a range (`low`/`high`, optionally `log` and a
+    `step`) or a list of `choices`, in the path's units ("8 MiB", "2 TB/s"; plain numbers for
+    counts)."""
+
+    low: Scalar | None = None
+    high: Scalar | None = None
+    log: bool = False
+    """Sample the range uniformly in log space (capacities, bandwidths)."""
+    step: Scalar | None = None
+    """Values are low + k x step (whole numbers: step 1 unless given)."""
+    choices: list[Scalar] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _range_or_choices(self) -> Parameter:
+        ranged = self.low is not None or self.high is not None
+        if self.choices is not None and (ranged or self.step is not None or self.log):
+            raise ValueError("give either choices or a range (low, high, log, step), not both")
+        if self.choices is None and (self.low is None or self.high is None):
+            raise ValueError("expected low and high (a range) or choices (a list)")
+        if self.log and self.step is not None:
+            raise ValueError("a log range takes no step")
+        return self
+
+
+class StudyWorkload(Spec):
+    """A workload scenario the designs are evaluated on: a workload (shipped name or path),
+    its scenario (default: the workload's first, or the first of `phase`) with fields
+    replaced, how many chips run it, and its weight in multi-workload objectives."""
+
+    workload: str = Field(min_length=1)
+    scenario: str | None = None
+    phase: Literal["gemm", "prefill", "decode", "serve", "inference"] | None = None
+    batch: int | Literal["max", "best"] | None = None
+    seq_in: int | None = Field(default=None, ge=0)
+    seq_out: int | None = Field(default=None, ge=0)
+    precision: PrecisionName | None = None
+    chips: int = Field(default=1, ge=1)
+    tp: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
+    weight: float = Field(default=1.0, gt=0)
+    """Exponent of this workload in a weighted geometric mean (weights are normalized)."""
+
+    @field_validator("weight", mode="before")
+    @classmethod
+    def _number(cls, value: object) -> object:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class Objective(Spec):
+    """Maximize or minimize one metric: of one workload, the weighted geometric mean over
+    several (each relative to the base chip, so workloads in different units combine), or
+    of the design alone (area)."""
+
+    maximize: Metric | None = None
+    minimize: Metric | None = None
+    workloads: list[str] | None = Field(default=None, min_length=1)
+    """Workload names of this study (default: every workload; none for area)."""
+
+    @model_validator(mode="after")
+    def _one_direction(self) -> Objective:
+        if (self.maximize is None) == (self.minimize is None):
+            raise ValueError("expected exactly one of maximize or minimize (a metric: "
+                             + ", ".join(METRICS) + ")")
+        if self.metric in DESIGN_METRICS and self.workloads is not None:
+            raise ValueError(f"{self.metric} belongs to the design: it takes no workloads")
+        return self
+
+    @property
+    def metric(self) -> str:
+        return str(self.maximize or self.minimize)
+
+    @property
+    def direction(self) -> str:
+        return "maximize" if self.maximize is not None else "minimize"
+
+
+class Constraints(Spec):
+    """Designs that break one are told to the sampler as violating (with the amount) and
+    kept with their reason; they never make the front."""
+
+    area: Area | None = None
+    """Die area budget per chip (all dies of a package), mm2."""
+    reticle: bool = True
+    """Each die within the node's reticle limit."""
+    shoreline: bool = True
+    """The off-chip interfaces fit on the die's edge without padding the die larger."""
+    power: Power | None = None
+    """Most power per chip on any workload, W (designs are already clocked to their TDP)."""
+    fit: bool = True
+    """Every workload runs (fits in memory, meets its latency target, its power)."""
+
+
+class Search(Spec):
+    """How designs are chosen."""
+
+    sampler: Sampler = "nsga2"
+    """nsga2 (the default: fastest per trial and the best front at equal trials on the
+    shipped studies, README "Choosing the sampler"), tpe, random, gp, or grid (every
+    combination, evaluated in vectorized chunks without a sampler)."""
+    trials: int = Field(default=1000, ge=1)
+    batch: int = Field(default=256, ge=1, le=100_000)
+    """Trials asked, evaluated in one vectorized call per workload, and told at a time."""
+    seed: int = Field(default=0, ge=0)
+    population: int | None = Field(default=None, ge=2)
+    """nsga2: individuals per generation (default: the batch size)."""
+    grid_points: int = Field(default=8, ge=2, le=1000)
+    """grid: values per range parameter without a step (choices and steps list their own)."""
+    max_designs: int = Field(default=1_000_000, ge=1, le=10_000_000)
+    """grid: the most designs the grid may have."""
+
+
+class StudySpec(Spec):
+    """A study file (`studies/*.yaml`)."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    description: str | None = None
+    source: str = Field(min_length=1)
+    """Why the study is set up as it is: the question, where the ranges come from."""
+    base: str = Field(min_length=1)
+    """The hardware every design derives from (a shipped name or a path)."""
+    parameters: dict[str, Parameter] = Field(min_length=1)
+    workloads: dict[str, StudyWorkload] = Field(min_length=1)
+    objectives: dict[str, Objective] = Field(min_length=1)
+    constraints: Constraints = Constraints()
+    search: Search = Search()
+    references: list[str] = []
+    """Chips (names or paths) evaluated on the same workloads and marked on the plots
+    (default: the base)."""
+    storage: str | None = None
+    """An Optuna storage URL shared by workers (postgresql://...); default: a journal file in
+    the output folder."""

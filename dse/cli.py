@@ -19,6 +19,7 @@ import typer
 import yaml
 
 import dse
+from dse.cli_plot import plot_app
 from dse.errors import DseError
 
 app = typer.Typer(
@@ -453,6 +454,9 @@ def list_specs(
 
             for line in scenario_lines(scenarios(dse.load_workload(name))):
                 typer.echo(line)
+
+
+app.add_typer(plot_app, name="plot")
 
 
 def main() -> None:

@@ -1,11 +1,14 @@
 """What `dse validate` prints and plots: predicted vs measured per row, the error summary,
-and a log-log scatter with the +-20% band. Plot data is computed first (pure), then drawn."""
+and a log-log scatter per phase and metric with the +-20% band. Plot data is computed first
+(pure), then drawn."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dse import units
 from dse.validate import Row
 
 BAND = 0.20  # the +-20% band drawn around the diagonal
@@ -44,49 +47,157 @@ def validation_tables(doc: dict[str, Any]) -> Any:
     return Group(rows, summ)
 
 
-def plot_data(rows: list[Row]) -> dict[str, Any]:
-    """Points by phase and the axis range with the diagonal band."""
-    done = [r for r in rows if r.rel_error is not None]
-    points: dict[str, list[tuple[float, float, str]]] = {}
-    for r in done:
-        points.setdefault(r.phase, []).append((r.measured, r.predicted, r.id))  # type: ignore[arg-type]
-    return {"points": points, "band": BAND}
+@dataclass(frozen=True)
+class Panel:
+    """One panel of the validation plot: the rows of one phase and metric."""
+
+    phase: str
+    metric: str
+    label: str  # what the metric is, for people
+    kind: units.Kind | str  # its unit (a Kind, or a unit string such as tokens/s)
+    points: tuple[tuple[str, str, float, float], ...]  # id, hardware, measured, predicted
+
+    @property
+    def unit(self) -> str:
+        return self.kind if isinstance(self.kind, str) else self.kind.unit
 
 
-def draw(data: dict[str, Any], path: Path) -> None:
-    """Predicted against measured on log axes, one panel per phase (each in its metric's
-    SI units), with the diagonal and the +-20% band; written to `path` (PNG, SVG, PDF)."""
-    import matplotlib
+@dataclass(frozen=True)
+class ValidationPlot:
+    panels: tuple[Panel, ...]
+    hardware: tuple[str, ...]  # every chip, in the order of first appearance
+    band: float = BAND
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def _metric(metric: str) -> tuple[str, units.Kind | str]:
+    """A metric's label and unit: `dse eval`'s table, else from its unit suffix."""
+    from dse.report.eval_view import _METRIC_UNITS
+
+    if metric in _METRIC_UNITS:
+        return _METRIC_UNITS[metric]
+    if metric.endswith("_flop_per_s") or "_flop_per_s_" in metric:
+        return metric.replace("_", " "), units.FLOP_RATE
+    if metric.endswith("_per_s"):
+        return metric.replace("_", " "), metric.removesuffix("_per_s").rsplit("_", 1)[-1] + "/s"
+    if metric.endswith("_s"):
+        return metric.replace("_", " "), units.TIME
+    return metric.replace("_", " "), ""
+
+
+def plot_data(rows: list[Row]) -> ValidationPlot:
+    """The modelled rows as one panel per phase and metric (phases in the order they first
+    appear), and the chips they ran on."""
+    panels: dict[tuple[str, str], list[tuple[str, str, float, float]]] = {}
+    for r in rows:
+        if r.rel_error is None or r.predicted is None:
+            continue
+        panels.setdefault((r.phase, r.metric), []).append(
+            (r.id, r.hardware, r.measured, r.predicted))
+    return ValidationPlot(
+        panels=tuple(Panel(phase, metric, *_metric(metric), points=tuple(pts))
+                     for (phase, metric), pts in panels.items()),
+        hardware=tuple(dict.fromkeys(p[1] for pts in panels.values() for p in pts)))
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "*", "p")
+
+
+def _tick(value: float, kind: units.Kind | str) -> str:
+    """SI-prefixed for a Kind (200 TFLOP/s, 5 ms); a plain number for a unit string, which
+    the axis label carries (20,000)."""
+    if isinstance(kind, str):
+        return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+    return units.format_quantity(value, kind, digits=3)
+
+
+def draw(data: ValidationPlot, path: Path) -> None:
+    """Predicted against measured on log axes, one panel per phase and metric (its unit on
+    both axes), with the diagonal and the +-20% band; every chip its own colour and marker
+    (one legend for all panels), row ids placed where they overlap nothing. Written to
+    `path` (PNG, SVG or PDF by extension; another extension is a one-line error)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    from dse.report.figure import image_format, place_labels, pyplot, save
+
+    image_format(path, "--plot")
+    plt = pyplot()
     import numpy as np
 
-    phases = list(data["points"])
-    fig, axes = plt.subplots(1, max(len(phases), 1), figsize=(3.4 * max(len(phases), 1), 3.6),
+    n = max(len(data.panels), 1)
+    cols = min(n, 3)
+    rows = -(-(n + 1) // cols) if n >= 3 else 1  # a spare cell holds the chips' legend
+    fig, axes = plt.subplots(rows, cols + (1 if n < 3 else 0),
+                             figsize=(4.3 * (cols + (1 if n < 3 else 0)), 4.0 * rows),
                              squeeze=False)
-    for ax, phase in zip(axes[0], phases, strict=False):
-        pts = data["points"][phase]
-        x = np.array([p[0] for p in pts])
-        y = np.array([p[1] for p in pts])
-        lo, hi = min(x.min(), y.min()) / 1.5, max(x.max(), y.max()) * 1.5
+    cells = list(axes.ravel())
+    cmap = plt.get_cmap("tab10")
+    style = {hw: (cmap(k % 10), MARKERS[k % len(MARKERS)])
+             for k, hw in enumerate(data.hardware)}
+    placed = []
+    for ax, panel in zip(cells, data.panels, strict=False):
+        x = np.array([p[2] for p in panel.points])
+        y = np.array([p[3] for p in panel.points])
+        lo, hi = min(x.min(), y.min()), max(x.max(), y.max())
+        mid, span = np.sqrt(lo * hi), max(np.sqrt(hi / lo) * 1.4, 2.0)  # at least 4x
+        lo, hi = mid / span, mid * span
         line = np.geomspace(lo, hi, 50)
-        ax.fill_between(line, line * (1 - data["band"]), line * (1 + data["band"]),
-                        color="0.85", label=f"±{data['band']:.0%}")
-        ax.plot(line, line, color="0.4", lw=0.8)
-        ax.scatter(x, y, s=14, zorder=3)
-        for xi, yi, label in pts:
-            ax.annotate(label, (xi, yi), fontsize=6, xytext=(2, 2), textcoords="offset points")
+        ax.fill_between(line, line * (1 - data.band), line * (1 + data.band), color="0.9",
+                        label=f"±{data.band:.0%} of measured", zorder=1)
+        ax.plot(line, line, color="0.45", lw=0.8, label="predicted = measured", zorder=2)
+        for _id, hw, mx, py in panel.points:
+            colour, marker = style[hw]
+            ax.scatter([mx], [py], s=30, color=colour, marker=marker, edgecolor="white",
+                       linewidth=0.5, zorder=3, label=hw)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
-        ax.xaxis.set_minor_formatter(plt.NullFormatter())
-        ax.yaxis.set_minor_formatter(plt.NullFormatter())
-        ax.set_title(phase)
-        ax.set_xlabel("measured")
-        ax.set_ylabel("predicted")
-    axes[0][0].legend(loc="upper left", fontsize=7)
+        subs = (1.0, 2.0, 5.0) if hi / lo < 300 else (1.0,)
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_locator(LogLocator(base=10, subs=subs))
+            axis.set_major_formatter(FuncFormatter(lambda v, _p, k=panel.kind: _tick(v, k)))
+            axis.set_minor_formatter(NullFormatter())
+        ax.tick_params(axis="x", labelrotation=30, labelsize=7.5)
+        ax.tick_params(axis="y", labelsize=7.5)
+        unit = f" ({panel.unit})" if panel.unit else ""
+        ax.set_title(f"{panel.phase}: {panel.label}", fontsize=9)
+        ax.set_xlabel(f"measured{unit}", fontsize=8.5)
+        ax.set_ylabel(f"predicted{unit}", fontsize=8.5)
+        ax.grid(True, color="0.93", lw=0.5, zorder=0)
+        placed.append((ax, panel))
+    for ax in cells[len(data.panels):]:
+        ax.axis("off")
+    # one legend for every panel: the band, the diagonal, then each chip
+    seen: dict[str, object] = {}
+    for ax, _ in placed:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, h)
+    cells[-1].legend(seen.values(), seen.keys(), loc="center", fontsize=8, frameon=False)
+    fig.suptitle("Model against measurement (rel. error = (predicted - measured) / measured)",
+                 fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
+    # row ids next to their points, kept apart from points and each other
+    renderer = fig.canvas.get_renderer()
+    for ax, panel in placed:
+        pts = ax.transData.transform([(p[2], p[3]) for p in panel.points])
+        occupied = [(px - 4, py - 4, px + 4, py + 4) for px, py in pts]
+        texts = [ax.text(0, 0, p[0], fontsize=6.5, color="0.25", zorder=4)
+                 for p in panel.points]
+        sizes = [(b.width + 2, b.height + 1)
+                 for b in (t.get_window_extent(renderer) for t in texts)]
+        frame = ax.get_window_extent(renderer)
+        spots = place_labels([tuple(a) for a in pts], sizes, occupied,
+                             (frame.x0, frame.y0, frame.x1, frame.y1))
+        inverse = ax.transData.inverted()
+        for t, spot, (_, h), (px, py) in zip(texts, spots, sizes, pts, strict=True):
+            if spot is None:
+                t.remove()
+                continue
+            t.set_position(inverse.transform((spot[0] + 1, spot[1] + h / 2)))
+            t.set_va("center")
+            w = sizes[texts.index(t)][0]
+            lx, ly = inverse.transform((min(max(px, spot[0]), spot[0] + w),
+                                        min(max(py, spot[1]), spot[1] + h)))
+            mx, my = inverse.transform((px, py))
+            ax.plot([mx, lx], [my, ly], color="0.7", lw=0.4, zorder=2)
+    save(fig, path, "--plot")

@@ -1,0 +1,236 @@
+"""`dse plot`: charts of a chip, a scenario and the memory wall. Thin: parse, compute the
+plot data (dse.report.*_plot, pure), draw it, print what was written.
+
+Every subcommand writes one image whose format follows the --out extension (png, svg,
+pdf) and prints the path; without --out the file is `<kind>-<hardware>[-<workload>].png`
+in the current folder (overwritten: the command names it). Further subcommands register
+on `plot_app` with `@plot_app.command()` and `@cli_errors`.
+"""
+
+from __future__ import annotations
+
+import functools
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from dse.errors import DseError
+
+plot_app = typer.Typer(
+    name="plot",
+    help="Draw charts: a chip's roofline, a scenario's time breakdown, the memory-wall "
+         "trends. The --out extension picks the format (png, svg, pdf).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Infeasible(DseError):
+    """The design cannot run the scenario: nothing to draw (exit 3, as `dse eval`)."""
+
+    exit_code = 3
+
+
+def cli_errors(func: F) -> F:
+    """`dse.cli.user_errors` (one-line messages, exit 2 for bad input, no traceback),
+    looked up when the command runs so this module and dse.cli import in either order."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from dse.cli import user_errors
+
+        return user_errors(func)(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+Out = Annotated[Path | None, typer.Option(
+    "--out", "-o", help="Image file; .png, .svg or .pdf (default: <kind>-<hardware>"
+                        "[-<workload>].png here).")]
+Scenario = Annotated[str | None, typer.Option(help="Named scenario (default: the first of "
+                                                   "--phase, else the first).")]
+Phase = Annotated[str | None, typer.Option(help="gemm, prefill, decode, serve or inference.")]
+Batch = Annotated[str | None, typer.Option(help="Sequences per step, max or best.")]
+SeqIn = Annotated[int | None, typer.Option("--seq-in", help="Prompt tokens.")]
+SeqOut = Annotated[int | None, typer.Option("--seq-out", help="Generated tokens.")]
+Precision = Annotated[str | None, typer.Option(help="fp32, bf16, fp16, fp8, int8, w8a16, "
+                                                    "w4a16.")]
+Chips = Annotated[int, typer.Option(help="Chips in the system.")]
+Tp = Annotated[int, typer.Option(help="Tensor-parallel degree.")]
+Pp = Annotated[int, typer.Option(help="Pipeline-parallel degree.")]
+Sets = Annotated[list[str] | None, typer.Option(
+    "--set", help="Override a hardware field: dotted.path=value (with units), one value.")]
+
+
+def _output(out: Path | None, kind: str, *names: str | None) -> Path:
+    """The file to write, its format checked before any work."""
+    from dse.report.figure import default_out, image_format
+
+    path = out if out is not None else default_out(kind, *names)
+    image_format(path)
+    return path
+
+
+def _overrides(sets: list[str] | None) -> dict[str, str]:
+    """--set options, one value each (a plot draws one design)."""
+    from dse.cli import _overrides as parse
+
+    out = {}
+    for path, values in parse(sets).items():
+        if len(values) != 1:
+            raise DseError(f"--set {path}: a plot draws one design; give one value")
+        out[path] = values[0]
+    return out
+
+
+def _batch(text: str | None) -> int | str | None:
+    from dse.cli import _batch_words, _int_list
+
+    if text is None:
+        return None
+    values = _int_list(text, "--batch", _batch_words())
+    if len(values) != 1:
+        raise DseError("--batch: a plot draws one scenario; give one value")
+    return values[0]
+
+
+def _evaluate(hardware: str, workload: str, scenario: str | None, phase: str | None,
+              batch: str | None, seq_in: int | None, seq_out: int | None,
+              precision: str | None, chips: int, tp: int, pp: int,
+              sets: list[str] | None) -> tuple[Any, str]:
+    """Evaluate one scenario as `dse eval` does (power and the reticle check where the
+    chip's node is known); the evaluation and the line that says what ran."""
+    import dse
+    from dse.report import eval_view
+    from dse.spec.load import load_design
+
+    spec, tech, no_power = load_design(hardware)
+    ev = dse.evaluate(spec, dse.load_workload(workload), scenario, phase=phase,
+                      batch=_batch(batch), seq_in=seq_in, seq_out=seq_out,
+                      precision=precision, chips=chips, tp=tp, pp=pp,
+                      overrides=_overrides(sets) or None, tech=tech)
+    for warning in ev.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    if not ev.feasible[0]:
+        raise Infeasible(f"{ev.hardware} cannot run {ev.workload} [{ev.scenario_name}]: "
+                         f"{ev.reason[0]}")
+    return ev, eval_view.title(eval_view.eval_document(ev, 0, no_power))
+
+
+def _title(first: str, what: str) -> str:
+    return first + "\n" + "\n".join(textwrap.wrap(what, 120))
+
+
+@plot_app.command()
+@cli_errors
+def roofline(
+    hardware: Annotated[str, typer.Argument(help="Shipped chip name or a path.")],
+    workload: Annotated[str | None, typer.Argument(
+        help="Shipped workload, a path, or gemm:MxNxK: its operators become points.")] = None,
+    scenario: Scenario = None, phase: Phase = None, batch: Batch = None,
+    seq_in: SeqIn = None, seq_out: SeqOut = None, precision: Precision = None,
+    chips: Chips = 1, tp: Tp = 1, pp: Pp = 1, sets: Sets = None, out: Out = None,
+) -> None:
+    """Roofline of a chip, with a scenario's operators as points.
+
+    Every memory level's bandwidth roof and every matrix precision's compute roof (achieved
+    fractions applied), log-log. With a workload, each operator of the scenario sits at its
+    FLOPs per byte of its bounding level's traffic and its achieved FLOP/s, coloured by its
+    bound."""
+    import dse
+    from dse.model.batch import design_batch
+    from dse.report import roofline_plot as rp
+
+    if workload is None:
+        given = {"--scenario": scenario, "--phase": phase, "--batch": batch,
+                 "--seq-in": seq_in, "--seq-out": seq_out, "--precision": precision}
+        stray = [k for k, v in given.items() if v is not None]
+        stray += [k for k, v in (("--chips", chips), ("--tp", tp), ("--pp", pp)) if v != 1]
+        if stray:
+            raise DseError(f"{', '.join(stray)}: scenario options need a WORKLOAD")
+        spec = dse.load_hardware(hardware)
+        path = _output(out, "roofline", spec.name)
+        db = design_batch(spec, _overrides(sets) or None)
+        data = rp.roofline_data(db, title=f"Roofline of {spec.name}")
+    else:
+        spec = dse.load_hardware(hardware)
+        path = _output(out, "roofline", spec.name, workload)
+        ev, what = _evaluate(hardware, workload, scenario, phase, batch, seq_in, seq_out,
+                             precision, chips, tp, pp, sets)
+        data = rp.roofline_data(ev.batch, ev,
+                                title=_title(f"Roofline of {ev.hardware}, per chip", what))
+    rp.draw(data, path)
+    ridges = ", ".join(f"{lv} {r:.3g}" for lv, r in data.ridges.items())
+    typer.echo(f"{data.hardware}: {len(data.memory)} memory roofs, {len(data.compute)} "
+               f"compute roofs; ridge points at {data.precision}: {ridges} FLOP/byte")
+    if workload is not None:
+        skipped = f" ({len(data.omitted)} with no FLOPs or traffic not drawn: " \
+                  f"{', '.join(data.omitted)})" if data.omitted else ""
+        typer.echo(f"{len(data.ops)} operators placed{skipped}")
+    typer.echo(f"plot written to {path}")
+
+
+@plot_app.command()
+@cli_errors
+def breakdown(
+    hardware: Annotated[str, typer.Argument(help="Shipped chip name or a path.")],
+    workload: Annotated[str, typer.Argument(help="Shipped workload, a path, or gemm:MxNxK.")],
+    scenario: Scenario = None, phase: Phase = None, batch: Batch = None,
+    seq_in: SeqIn = None, seq_out: SeqOut = None, precision: Precision = None,
+    chips: Chips = 1, tp: Tp = 1, pp: Pp = 1, sets: Sets = None, out: Out = None,
+    top: Annotated[int, typer.Option(help="Operators drawn; the rest share one bar.")] = 20,
+) -> None:
+    """Time per operator of a scenario, coloured by the resource that bounds it.
+
+    Per chip, totals over each operator's count, under one bar of the step's time split by
+    bound."""
+    import dse
+    from dse import units
+    from dse.report import breakdown_plot as bp
+
+    if top < 1:
+        raise DseError(f"--top: expected a whole number >= 1, found {top}")
+    path = _output(out, "breakdown", dse.load_hardware(hardware).name, workload)
+    ev, what = _evaluate(hardware, workload, scenario, phase, batch, seq_in, seq_out,
+                         precision, chips, tp, pp, sets)
+    data = bp.breakdown_data(ev, top=top, title=_title("Time by operator", what))
+    bp.draw(data, path)
+    shares = ", ".join(f"{r.bound} {bp.share_text(r.share)}" for r in data.by_bound.itertuples())
+    typer.echo(f"step time per chip {units.format_quantity(data.total_s, units.TIME)}: "
+               f"{shares}")
+    typer.echo(f"plot written to {path}")
+
+
+@plot_app.command()
+@cli_errors
+def trends(
+    models: Annotated[bool, typer.Option(
+        "--models", help="Model size (parameters) against accelerator memory over time, "
+                         "instead of Figure 1.")] = False,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", help="Image file; .png, .svg or .pdf (default: trends.png, or "
+                            "trends-models.png with --models).")] = None,
+) -> None:
+    """The memory wall over time: FLOPS against DRAM and interconnect bandwidth.
+
+    Figure 1 of "AI and Memory Wall" (Gholami et al., IEEE Micro 2024): peak hardware FLOPS
+    and DRAM and interconnect bandwidth by year, normalized, with least-squares exponential
+    fits and their growth per two years. --models: model parameters against accelerator
+    memory."""
+    from dse.report import trends_plot as tp
+
+    path = _output(out, "trends", "models" if models else None)
+    data = tp.model_trends() if models else tp.hardware_trends()
+    tp.draw(data, path, models=models)
+    for s in data.series:
+        if s.fit is not None:
+            paper = f" (paper: {tp.rate_text(s.stated)})" if s.stated is not None else ""
+            typer.echo(f"{s.label}: {s.fit.per_two_years:.3g}x per 2 years{paper}, "
+                       f"{len(s.year)} points {s.year.min():.0f}-{s.year.max():.0f}")
+    typer.echo(f"plot written to {path}")

@@ -44,8 +44,14 @@ def check_file(path: Path) -> str:
     return kind
 
 
+def _check_study(path: Path) -> None:
+    from dse.search.space import load_study
+
+    load_study(path)
+
+
 # What validates each kind of file `detect_kind` names.
 _CHECKERS: dict[str, Callable[[Path], object]] = {
     "hardware": _check_design, "technology": load_technology, "workload": load_workload,
-    "lengths": check_lengths_file,
+    "lengths": check_lengths_file, "study": _check_study,
 }

@@ -234,3 +234,75 @@ def trends(
             typer.echo(f"{s.label}: {s.fit.per_two_years:.3g}x per 2 years{paper}, "
                        f"{len(s.year)} points {s.year.min():.0f}-{s.year.max():.0f}")
     typer.echo(f"plot written to {path}")
+
+
+def _axis(spec: str | None, default: str, objectives: dict[str, dict], columns: list[str],
+          option: str) -> tuple[str, str, bool | None]:
+    """(column, unit, maximize?) of a --x / --y value: an objective's name, or any column
+    of trials.parquet with :max or :min for the better direction."""
+    text = spec or default
+    name, _, way = text.partition(":")
+    if name in objectives:
+        o = objectives[name]
+        better = o["direction"] == "maximize" if not way else way == "max"
+        return o["column"], o["unit"], better
+    if name not in columns:
+        from dse.errors import suggest
+
+        raise DseError(f"{option} {text}: not an objective or a column of trials.parquet"
+                       f"{suggest(name, [*objectives, *columns])}; objectives: "
+                       f"{', '.join(objectives)}")
+    if way not in ("", "max", "min"):
+        raise DseError(f"{option} {text}: expected COLUMN, COLUMN:max or COLUMN:min")
+    return name, "", None if not way else way == "max"
+
+
+@plot_app.command()
+@cli_errors
+def pareto(
+    folder: Annotated[Path, typer.Argument(help="A study's output folder (dse study --out).",
+                                           metavar="DIR")],
+    x: Annotated[str | None, typer.Option(help="Objective name or trials column (COLUMN:max "
+                                               "or :min); default: the first objective.")]
+    = None,
+    y: Annotated[str | None, typer.Option(help="Objective name or column; default: the "
+                                               "second objective.")] = None,
+    out: Out = None,
+) -> None:
+    """A study's designs on two axes: infeasible ones faded, the Pareto front of the two
+    axes drawn, the reference chips marked by name."""
+    import pandas as pd
+    import yaml
+
+    from dse.report import pareto_plot as pp
+    from dse.search.pareto import front_mask
+
+    needed = [folder / f for f in ("trials.parquet", "references.csv", "study.resolved.yaml")]
+    missing = [p.name for p in needed if not p.is_file()]
+    if missing:
+        raise DseError(f"{folder}: not a study output folder (no {', '.join(missing)}); run "
+                       "dse study first")
+    path = _output(out, "pareto", folder.name)
+    doc = yaml.safe_load(needed[2].read_text())
+    objectives = doc.get("objectives") or {}
+    trials = pd.read_parquet(needed[0])
+    refs = pd.read_csv(needed[1])
+    names = list(objectives)
+    cols = list(trials.columns)
+    xc, xu, xmax = _axis(x, names[0] if names else "", objectives, cols, "--x")
+    yc, yu, ymax = _axis(y, names[1] if len(names) > 1 else "area_mm2:min", objectives,
+                         cols, "--y")
+    ok = trials[trials["feasible"].astype(bool)]
+    if xmax is None or ymax is None:
+        front = ok.iloc[0:0]
+    else:
+        front = ok[front_mask(ok[[xc, yc]].to_numpy(float),
+                              ["maximize" if xmax else "minimize",
+                               "maximize" if ymax else "minimize"])]
+    d = pp.pareto_data(trials, front, refs, xc, yc, pp.label(xc, xu), pp.label(yc, yu),
+                       xmax, ymax,
+                       f"{doc['study']['name']}: {len(trials):,} designs")
+    pp.draw_pareto(d, [path])
+    typer.echo(f"{len(trials):,} designs, {len(ok):,} feasible, {len(front)} on the front of "
+               f"{xc} and {yc}")
+    typer.echo(f"plot written to {path}")

@@ -17,8 +17,8 @@ class ParetoData:
     y: str
     x_label: str
     y_label: str
-    x_max: bool  # the direction of each axis (an arrow says which way is better)
-    y_max: bool
+    x_max: bool | None  # the better direction of each axis (None: not known, no arrow)
+    y_max: bool | None
     feasible: np.ndarray  # [F, 2]
     infeasible: np.ndarray  # [I, 2] (only those with finite values)
     front: np.ndarray  # [P, 2] sorted along x
@@ -32,7 +32,8 @@ def label(column: str, unit: str) -> str:
 
 
 def pareto_data(trials: pd.DataFrame, front: pd.DataFrame, refs: pd.DataFrame, x: str,
-                y: str, x_label: str, y_label: str, x_max: bool, y_max: bool, title: str
+                y: str, x_label: str, y_label: str, x_max: bool | None, y_max: bool | None,
+                title: str
                 ) -> ParetoData:
     """Points of a Pareto plot of columns `x` and `y`."""
     for col in (x, y):
@@ -50,6 +51,28 @@ def pareto_data(trials: pd.DataFrame, front: pd.DataFrame, refs: pd.DataFrame, x
                    bool(r["feasible"])) for _, r in refs.iterrows()] if len(refs) else []
     return ParetoData(x, y, x_label, y_label, x_max, y_max, pts(trials[ok]), pts(trials[~ok]),
                       f, references, title)
+
+
+def _label_references(fig, ax, placed: list[tuple[str, float, float]]) -> None:
+    """Name each reference chip beside its marker, trying a few offsets so that no two
+    names overlap (chips with near-equal results sit on top of each other)."""
+    offsets = [(8, 6, "left"), (8, -14, "left"), (-8, 6, "right"), (-8, -14, "right"),
+               (8, 20, "left"), (8, -28, "left")]
+    renderer = fig.canvas.get_renderer()
+    boxes = []
+    for name, x, y in placed:
+        for dx, dy, ha in offsets:
+            text = ax.annotate(name, (x, y), xytext=(dx, dy), textcoords="offset points",
+                               fontsize=9, ha=ha)
+            box = text.get_window_extent(renderer)
+            if not any(box.overlaps(b) for b in boxes):
+                boxes.append(box)
+                break
+            text.remove()
+        else:
+            boxes.append(ax.annotate(name, (x, y), xytext=offsets[0][:2],
+                                     textcoords="offset points", fontsize=9
+                                     ).get_window_extent(renderer))
 
 
 def draw_pareto(d: ParetoData, paths: list[Path]) -> None:
@@ -71,15 +94,18 @@ def draw_pareto(d: ParetoData, paths: list[Path]) -> None:
                 label=f"Pareto front ({len(d.front)})", drawstyle="steps-post"
                 if d.x_max != d.y_max else "default")
     markers = ["*", "D", "s", "^", "v", "P", "X"]
+    placed = []
     for i, (name, x, y, ok) in enumerate(d.references):
         if not (np.isfinite(x) and np.isfinite(y)):
             continue
         ax.scatter([x], [y], marker=markers[i % len(markers)], s=90, color="black",
                    facecolor="black" if ok else "white", zorder=5,
                    label=name + ("" if ok else " (breaks a constraint)"))
-        ax.annotate(name, (x, y), xytext=(6, 6), textcoords="offset points", fontsize=9)
-    ax.set_xlabel(d.x_label + ("  →  better" if d.x_max else "  ←  better"))
-    ax.set_ylabel(d.y_label + ("  →  better" if d.y_max else "  ←  better"))
+        placed.append((name, x, y))
+    _label_references(fig, ax, placed)
+    arrow = {True: "  →  better", False: "  ←  better", None: ""}
+    ax.set_xlabel(d.x_label + arrow[d.x_max])
+    ax.set_ylabel(d.y_label + arrow[d.y_max])
     ax.set_title(d.title, fontsize=11)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="best", framealpha=0.9)

@@ -91,11 +91,12 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
         area_mm2 = die.total_mm2
         pad = die.components.get(PADDING, np.zeros(n))
         columns["area_mm2"], columns["die_mm2"] = area_mm2, die.die_mm2
-        if cons.area is not None:
-            constraints["area_mm2"] = area_mm2 - cons.area
-            for i in np.flatnonzero(area_mm2 > cons.area):
+        budget = study.area_budget
+        if budget is not None:
+            constraints["area_mm2"] = area_mm2 - budget
+            for i in np.flatnonzero(area_mm2 > budget):
                 why[i].append(f"area {area_mm2[i]:.0f} mm2 exceeds the budget of "
-                              f"{cons.area:.0f} mm2")
+                              f"{budget:.0f} mm2")
         if cons.reticle:
             constraints["reticle_mm2"] = die.die_mm2 - tech.reticle
             for i in np.flatnonzero(die.die_mm2 > tech.reticle):

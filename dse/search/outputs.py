@@ -18,7 +18,7 @@ from optuna.trial import TrialState
 import dse
 from dse.search.objective import evaluate_designs
 from dse.search.pareto import front_mask, hypervolume, reference_point
-from dse.search.run import REASON, SURPLUS
+from dse.search.run import SURPLUS
 from dse.search.space import Study
 
 CHUNK = 65_536  # designs per vectorized evaluation when rebuilding the table
@@ -68,9 +68,7 @@ def trials_frame(study: Study, stored: optuna.Study, baseline: dict[str, dict[st
     complete = frame["state"] == TrialState.COMPLETE.name
     if "feasible" in frame:
         frame["feasible"] = frame["feasible"] & complete
-        stored_reason = [t.user_attrs.get(REASON, "") for t in trials]
         frame["reason"] = np.where(complete, frame["reason"], "not completed")
-        del stored_reason
     return frame
 
 
@@ -126,6 +124,9 @@ def resolved_document(study: Study, seed: int, trials: int, sampler: str, batch:
     return {"dse_version": dse.__version__, "optuna_version": optuna.__version__,
             "study_file": str(study.path), "fingerprint": study.fingerprint(),
             "storage": storage, "study": doc,
+            "objectives": {g.name: {"direction": g.spec.direction, "unit": g.unit(study.jobs),
+                                    "column": f"objective.{g.name}"} for g in study.goals},
+            "area_budget_mm2": study.area_budget,
             "base_resolved": study.hardware.model_dump(mode="json", exclude_none=True)}
 
 

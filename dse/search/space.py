@@ -129,6 +129,7 @@ class Study:
     jobs: dict[str, Job]
     goals: tuple[Goal, ...]
     references: tuple[tuple[str, HardwareSpec, TechSpec | None], ...]
+    area_budget: float | None = None  # mm2: constraints.area, or area_of's modelled area
 
     @property
     def directions(self) -> list[str]:
@@ -290,7 +291,10 @@ def load_study(path: str | Path) -> Study:
             seen[p.path] = p.key
     jobs = {n: _job(data, n, w, near, issues) for n, w in spec.workloads.items()}
     goals = [_goal(data, n, o, spec.workloads, issues) for n, o in spec.objectives.items()]
-    needs_area = (spec.constraints.area is not None or spec.constraints.shoreline
+    budget = spec.constraints.area
+    if spec.constraints.area_of is not None:
+        budget = _modelled_area(data, spec.constraints.area_of, near, issues)
+    needs_area = (budget is not None or spec.constraints.shoreline
                   or spec.constraints.reticle
                   or any(g is not None and g.spec.metric in ("area", "throughput_per_mm2")
                          for g in goals))
@@ -311,4 +315,23 @@ def load_study(path: str | Path) -> Study:
     return Study(spec=spec, path=file, hardware=hw, tech=tech,
                  params=tuple(p for p in params if p is not None),
                  jobs={n: j for n, j in jobs.items() if j is not None},
-                 goals=tuple(g for g in goals if g is not None), references=tuple(references))
+                 goals=tuple(g for g in goals if g is not None), references=tuple(references),
+                 area_budget=budget)
+
+
+def _modelled_area(data, ref: str, near: Path, issues: list[Issue]) -> float | None:
+    """The area model's total for chip `ref` as its file gives it (mm2)."""
+    from dse.model.area import area
+    from dse.model.batch import design_batch
+
+    loc = ("constraints", "area_of")
+    try:
+        spec, tech, why = _hardware(ref, near)
+    except SpecError as e:
+        issues.append(issue_at(data, loc, "; ".join(i.message if i.line is None else str(i)
+                                                    for i in e.issues)))
+        return None
+    if tech is None:
+        issues.append(issue_at(data, loc, f"the area model cannot price {spec.name}: {why}"))
+        return None
+    return float(area(design_batch(spec), tech).total_mm2[0])

@@ -108,7 +108,10 @@ class Constraints(Spec):
     kept with their reason; they never make the front."""
 
     area: Area | None = None
-    """Die area budget per chip (all dies of a package), mm2."""
+    """Die area budget per chip (all dies of a package), mm2, as the area model counts it."""
+    area_of: str | None = None
+    """Instead of `area`: the budget is the modelled area of this chip (a shipped name or a
+    path), so designs get exactly the silicon the model gives that chip."""
     reticle: bool = True
     """Each die within the node's reticle limit."""
     shoreline: bool = True
@@ -117,6 +120,12 @@ class Constraints(Spec):
     """Most power per chip on any workload, W (designs are already clocked to their TDP)."""
     fit: bool = True
     """Every workload runs (fits in memory, meets its latency target, its power)."""
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> Constraints:
+        if self.area is not None and self.area_of is not None:
+            raise ValueError("give the area budget once: area (a quantity) or area_of (a chip)")
+        return self
 
 
 class Search(Spec):

@@ -19,6 +19,7 @@ import typer
 import yaml
 
 import dse
+from dse.cli_dashboard import dashboard
 from dse.cli_plot import plot_app
 from dse.errors import DseError
 
@@ -455,6 +456,8 @@ def list_specs(
             for line in scenario_lines(scenarios(dse.load_workload(name))):
                 typer.echo(line)
 
+
+app.command(name="dashboard")(dashboard)
 
 app.add_typer(plot_app, name="plot")
 

@@ -21,6 +21,7 @@ import yaml
 import dse
 from dse.cli_dashboard import dashboard
 from dse.cli_plot import plot_app
+from dse.cli_study import study
 from dse.errors import DseError
 
 app = typer.Typer(
@@ -458,6 +459,7 @@ def list_specs(
 
 
 app.command(name="dashboard")(dashboard)
+app.command(name="study")(user_errors(study))
 
 app.add_typer(plot_app, name="plot")
 

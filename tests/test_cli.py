@@ -50,12 +50,12 @@ def test_check_missing_file():
     assert "nowhere.yaml: file not found" in result.stderr
 
 
-def test_check_unsupported_kind(tmp_path):
+def test_check_validates_study_files(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text("objectives: [latency]\nsource: t\n")
     result = run("check", str(path))
     assert result.exit_code == 2
-    assert "study files are not supported" in result.stderr
+    assert f"{path}:1:13: objectives: expected a mapping of keys" in result.stderr, result.stderr
 
 
 def test_show_table():

@@ -21,7 +21,7 @@ from dse.search.pareto import front_mask, hypervolume, reference_point
 from dse.search.run import SURPLUS
 from dse.search.space import Study
 
-CHUNK = 65_536  # designs per vectorized evaluation when rebuilding the table
+CHUNK = 4096  # designs per vectorized evaluation (measured fastest per design: 4k-16k)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,12 @@ def make_sampler(name: str, seed: int, population: int, local: bool = False
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "gp":
+        try:
+            import torch  # noqa: F401  (Optuna's GP sampler runs on PyTorch)
+        except ImportError:
+            raise DseError("sampler gp: Optuna's GP sampler needs PyTorch, which dse does "
+                           "not install (pip install torch); or use nsga2, tpe or random"
+                           ) from None
         return optuna.samplers.GPSampler(seed=seed)
     raise DseError(f"--sampler: expected nsga2, tpe, random, gp or grid, found '{name}'")
 
@@ -119,7 +126,9 @@ def open_study(study: Study, storage: optuna.storages.BaseStorage, url: str
                                      directions=study.directions, load_if_exists=True)
         if FINGERPRINT not in stored.user_attrs:
             stored.set_user_attr(FINGERPRINT, study.fingerprint())
-            stored.set_metric_names([g.name for g in study.goals])
+            with warnings.catch_warnings():  # experimental since Optuna 3.2, still in 5.0
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                stored.set_metric_names([g.name for g in study.goals])
             stored.set_user_attr("dse_study_file", str(study.path))
     found = stored.user_attrs.get(FINGERPRINT)
     if found is not None and found != study.fingerprint():
@@ -161,9 +170,13 @@ def _front(values: np.ndarray, directions: list[str]) -> np.ndarray:
     return values[front_mask(values, directions)] if len(values) else values
 
 
-def run(study: Study, opts: Options, report: Callable[[Progress], None] | None = None
-        ) -> Progress:
-    """Run `study` until its storage holds the requested number of complete trials."""
+Evaluator = Callable[[Study, dict[str, np.ndarray], dict[str, dict[str, float]]], Outcome]
+
+
+def run(study: Study, opts: Options, report: Callable[[Progress], None] | None = None,
+        evaluator: Evaluator = evaluate_designs) -> Progress:
+    """Run `study` until its storage holds the requested number of complete trials.
+    `evaluator` replaces the model (the benchmark times Optuna alone with an empty one)."""
     url = storage_url(study, opts)
     workers = max(opts.workers, 1)
     baseline = baseline_of(study)
@@ -195,7 +208,7 @@ def run(study: Study, opts: Options, report: Callable[[Progress], None] | None =
         while prog.done < target:
             k = min(batch, target - prog.done)
             asked = [mem.ask(dists) for _ in range(k)]
-            outcome = evaluate_designs(study, params_of(study, asked), baseline)
+            outcome = evaluator(study, params_of(study, asked), baseline)
             tell_batch(mem, study, asked, outcome)
             finished = mem.get_trials(deepcopy=False)[-k:]
             stored.add_trials(finished)

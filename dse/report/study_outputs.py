@@ -175,7 +175,15 @@ def write_grid(study: Study, folder: Path, quiet: bool = False) -> list[str]:
                                           frame)
         extra.append(f"hypervolume of the sampled front ({folder}) / the grid's front: "
                      f"{ratio:.3f}")
+    storage = "none (grid)"
+    if study.spec.search.grid_trials:
+        from dse.search.grid import store_grid
+        from dse.search.run import JOURNAL
+
+        storage = str(target / JOURNAL)
+        extra.append(f"{store_grid(study, frame, storage):,} designs stored as trials in "
+                     f"{storage}")
     resolved = outputs.resolved_document(study, study.spec.search.seed, len(frame), "grid",
-                                         outputs.CHUNK, "none (grid)")
+                                         outputs.CHUNK, storage)
     del quiet
     return _finish(study, t, target, None, run_line, extra, resolved)

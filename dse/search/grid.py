@@ -46,3 +46,44 @@ def grid_frame(study: Study) -> pd.DataFrame:
         part.insert(1, "state", "COMPLETE")
         parts.append(part)
     return pd.concat(parts, ignore_index=True)
+
+
+def store_grid(study: Study, frame: pd.DataFrame, url: str) -> int:
+    """The grid's designs as finished trials of the study in storage `url` (created with
+    Optuna's create_trial and added in batches: no sampler is asked); an earlier run's
+    identical grid is kept as it is."""
+    import optuna
+
+    from dse.search.run import REASON, open_storage, open_study
+
+    stored = open_study(study, open_storage(url), url)
+    held = len(stored.get_trials(deepcopy=False))
+    if held == len(frame):  # the same grid, stored by an earlier run (same fingerprint)
+        return held
+    if held:
+        raise DseError(f"{url}: the study already holds {held:,} trials, not this grid's "
+                       f"{len(frame):,}; use another --out")
+    dists = study.distributions()
+    goals = [f"objective.{g.name}" for g in study.goals]
+    cons = [c for c in frame.columns if c.startswith("constraint.")]
+    worst = {"maximize": 0.0, "minimize": 1e30}
+    batch = []
+    records = frame.to_dict("records")
+    for rec in records:
+        values = [float(rec[g]) if np.isfinite(rec[g]) else worst[d]
+                  for g, d in zip(goals, study.directions, strict=True)]
+        batch.append(optuna.trial.create_trial(
+            params={p.path: _native(p, rec[p.column]) for p in study.params},
+            distributions=dists, values=values,
+            constraints={c.removeprefix("constraint."): float(rec[c]) for c in cons},
+            user_attrs={REASON: rec["reason"]} if rec["reason"] else None))
+        if len(batch) >= 4096:
+            stored.add_trials(batch)
+            batch = []
+    stored.add_trials(batch)
+    return len(records)
+
+
+def _native(param, value: float) -> float | int:
+    """A grid value as its distribution holds it (whole numbers as int)."""
+    return round(value) if param.integer and param.choices is None else float(value)

@@ -145,6 +145,9 @@ class Search(Spec):
     """grid: values per range parameter without a step (choices and steps list their own)."""
     max_designs: int = Field(default=1_000_000, ge=1, le=10_000_000)
     """grid: the most designs the grid may have."""
+    grid_trials: bool = False
+    """grid: also store every design as a finished Optuna trial in the output folder's
+    journal (for `dse dashboard`; about 2 ms a design), not only in the tables."""
 
 
 class StudySpec(Spec):

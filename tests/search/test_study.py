@@ -219,3 +219,40 @@ def test_grid_above_its_limit_is_refused(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["study", str(path)])
     assert r.exit_code == 2
     assert "280 designs" in r.output and "search.max_designs" in r.output
+
+
+def test_ctrl_c_stops_cleanly_and_keeps_finished_trials(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "dse", "study", str(TINY), "--out", str(out), "--trials",
+           "5000", "--batch", "20", "-q"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    journal = out / runner.JOURNAL
+    deadline = time.time() + 60
+    while time.time() < deadline and (not journal.exists() or journal.stat().st_size < 20000):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "Ctrl-C" in stderr
+    kept = len(_complete(out))
+    assert 0 < kept < 5000
+    assert len(pd.read_csv(out / "trials.csv")) == kept  # outputs written for them
+    assert f"{kept:,} trials in the study" in stdout
+
+
+def test_grid_designs_stored_as_trials_when_asked(tmp_path: Path) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text((DATA / "tiny-grid.yaml").read_text() + "  grid_trials: true\n")
+    for _ in range(2):  # a second run keeps the stored grid
+        r = CliRunner().invoke(app, ["study", str(path), "--out", str(tmp_path / "run")])
+        assert r.exit_code == 0, r.output
+    trials = _complete(tmp_path / "run", "tiny-grid")
+    table = pd.read_parquet(tmp_path / "run" / "trials.parquet")
+    assert len(trials) == len(table) == 280
+    by_number = table.set_index("number")
+    for t in trials[:20]:
+        row = by_number.loc[t.number]
+        assert t.params["compute.units"] == row["compute.units"]
+        feasible = all(v <= 0 for v in t.constraints.values())
+        assert feasible == bool(row["feasible"])

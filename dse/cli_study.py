@@ -87,6 +87,8 @@ def study(
     if name not in ("nsga2", "tpe", "random", "gp", "grid"):
         raise DseError(f"--sampler: expected nsga2, tpe, random, gp or grid, found '{name}'")
     folder = runner.out_dir(st, opts)
+    if folder.exists() and not folder.is_dir():
+        raise DseError(f"--out {folder}: exists and is not a folder")
     if name == "grid":
         from dse.report.study_outputs import write_grid
 

@@ -91,8 +91,10 @@ def draw_pareto(d: ParetoData, paths: list[Path]) -> None:
                    lw=0, label=f"feasible ({len(d.feasible)})", rasterized=True)
     if len(d.front):
         ax.plot(d.front[:, 0], d.front[:, 1], "-o", color="tab:red", ms=4, lw=1.2,
-                label=f"Pareto front ({len(d.front)})", drawstyle="steps-post"
-                if d.x_max != d.y_max else "default")
+                label=f"Pareto front ({len(d.front)})",
+                # the edge of what the front dominates: between two front designs, the
+                # better y is the next design's when larger x is better, else this one's
+                drawstyle="steps-pre" if d.x_max else "steps-post")
     markers = ["*", "D", "s", "^", "v", "P", "X"]
     placed = []
     for i, (name, x, y, ok) in enumerate(d.references):

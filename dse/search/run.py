@@ -82,13 +82,32 @@ def open_storage(url: str, heartbeat: bool = False) -> optuna.storages.BaseStora
             return optuna.storages.RDBStorage(
                 url, heartbeat_interval=HEARTBEAT_S if heartbeat else None,
                 grace_period=GRACE_S if heartbeat else None)
-        except Exception as e:  # driver missing, server down, bad URL
+        except ImportError:
+            raise DseError(f"--storage {url}: no driver for this database is installed; for "
+                           "PostgreSQL: pip install 'dse[postgres]'") from None
+        except Exception as e:  # server down, bad URL
             raise DseError(f"--storage {url}: cannot open the database ({type(e).__name__}: "
                            f"{str(e).splitlines()[0] if str(e) else 'no detail'})") from None
     path = Path(url)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DseError(f"--out {path.parent}: cannot make the output folder "
+                       f"({e.strerror or e})") from None
+    if path.exists() and not path.is_file():
+        raise DseError(f"{path}: expected an Optuna journal file, found a folder")
     backend = optuna.storages.journal.JournalFileBackend(str(path))
     return optuna.storages.JournalStorage(backend)
+
+
+GP_MISSING = ("Optuna's GP sampler needs PyTorch, which dse does not install (pip install "
+              "torch); or use nsga2, tpe or random")
+
+
+def gp_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
 
 
 def make_sampler(name: str, seed: int, population: int, local: bool = False
@@ -104,12 +123,8 @@ def make_sampler(name: str, seed: int, population: int, local: bool = False
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "gp":
-        try:
-            import torch  # noqa: F401  (Optuna's GP sampler runs on PyTorch)
-        except ImportError:
-            raise DseError("sampler gp: Optuna's GP sampler needs PyTorch, which dse does "
-                           "not install (pip install torch); or use nsga2, tpe or random"
-                           ) from None
+        if not gp_available():
+            raise DseError(f"--sampler gp: {GP_MISSING}")
         return optuna.samplers.GPSampler(seed=seed)
     raise DseError(f"--sampler: expected nsga2, tpe, random, gp or grid, found '{name}'")
 

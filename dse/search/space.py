@@ -301,6 +301,11 @@ def load_study(path: str | Path) -> Study:
     if needs_area and tech is None:
         issues.append(issue_at(data, ("base",), "the area constraints and objectives need "
                                f"the area model, and {no_area}"))
+    if spec.search.sampler == "gp":
+        from dse.search.run import GP_MISSING, gp_available
+
+        if not gp_available():
+            issues.append(issue_at(data, ("search", "sampler"), GP_MISSING))
     references = []
     for i, ref in enumerate(spec.references or [spec.base]):
         try:

@@ -256,3 +256,24 @@ def test_grid_designs_stored_as_trials_when_asked(tmp_path: Path) -> None:
         assert t.params["compute.units"] == row["compute.units"]
         feasible = all(v <= 0 for v in t.constraints.values())
         assert feasible == bool(row["feasible"])
+
+
+def test_bad_output_folder_and_storage_are_one_line(tmp_path: Path) -> None:
+    a_file = tmp_path / "f.txt"
+    a_file.write_text("x")
+    r = CliRunner().invoke(app, ["study", str(TINY), "--out", str(a_file), "-q"])
+    assert r.exit_code == 2 and r.output.strip() == f"--out {a_file}: exists and is not a " \
+                                                      "folder"
+    r = CliRunner().invoke(app, ["study", str(TINY), "--out", str(tmp_path / "o"), "--storage",
+                                 "postgresql://nobody@127.0.0.1:1/none", "-q"])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
+    assert r.output.startswith("--storage postgresql://nobody@127.0.0.1:1/none: ")
+
+
+@pytest.mark.skipif(runner.gp_available(), reason="PyTorch is installed: gp runs")
+def test_gp_without_pytorch_is_refused_at_its_key(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(TINY.read_text().replace("  seed: 1", "  seed: 1\n  sampler: gp"))
+    r = CliRunner().invoke(app, ["check", str(path)])
+    assert r.exit_code == 2
+    assert f"{path}:19:12: search.sampler: Optuna's GP sampler needs PyTorch" in r.output

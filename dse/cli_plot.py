@@ -271,19 +271,20 @@ def pareto(
 ) -> None:
     """A study's designs on two axes: infeasible ones faded, the Pareto front of the two
     axes drawn, the reference chips marked by name."""
+    import json
+
     import pandas as pd
-    import yaml
 
     from dse.report import pareto_plot as pp
     from dse.search.pareto import front_mask
 
-    needed = [folder / f for f in ("trials.parquet", "references.csv", "study.resolved.yaml")]
+    needed = [folder / f for f in ("trials.parquet", "references.csv", "run.json")]
     missing = [p.name for p in needed if not p.is_file()]
     if missing:
         raise DseError(f"{folder}: not a study output folder (no {', '.join(missing)}); run "
                        "dse study first")
     path = _output(out, "pareto", folder.name)
-    doc = yaml.safe_load(needed[2].read_text())
+    doc = json.loads(needed[2].read_text())
     objectives = doc.get("objectives") or {}
     trials = pd.read_parquet(needed[0])
     refs = pd.read_csv(needed[1])
@@ -301,7 +302,7 @@ def pareto(
                                "maximize" if ymax else "minimize"])]
     d = pp.pareto_data(trials, front, refs, xc, yc, pp.label(xc, xu), pp.label(yc, yu),
                        xmax, ymax,
-                       f"{doc['study']['name']}: {len(trials):,} designs")
+                       f"{doc['study']}: {len(trials):,} designs")
     pp.draw_pareto(d, [path])
     typer.echo(f"{len(trials):,} designs, {len(ok):,} feasible, {len(front)} on the front of "
                f"{xc} and {yc}")

@@ -112,13 +112,13 @@ def pp_best(t: outputs.Tables, cols: list[str], directions: list[str]):
 
 
 def _finish(study: Study, t: outputs.Tables, folder: Path, stored: optuna.Study | None,
-            run_line: str, extra: list[str], resolved: dict) -> list[str]:
+            run_line: str, extra: list[str], resolved: tuple[dict, dict]) -> list[str]:
     written = outputs.write_tables(t, folder)
     written += _plots(study, t, folder, f"{study.spec.name}: {len(t.trials):,} designs")
     summary = folder / "summary.md"
     summary.write_text(_summary(study, t, stored, run_line, extra))
     written.append(summary)
-    written.append(outputs.write_resolved(resolved, folder))
+    written += outputs.write_resolved(*resolved, folder)
     return [run_line, *extra, f"wrote {len(written)} files to {folder}/: "
             + ", ".join(p.name for p in written)]
 
@@ -138,9 +138,9 @@ def write_all(study: Study, opts: Options, sampler: str, wall: float,
                 f"{new / max(wall, 1e-9):,.0f} trials/s); "
                 f"{int(t.trials['feasible'].sum()) if len(t.trials) else 0:,} feasible, "
                 f"{len(t.pareto)} on the front")
-    resolved = outputs.resolved_document(
+    resolved = (outputs.resolved_study(
         study, spec.seed if opts.seed is None else opts.seed, opts.trials or spec.trials,
-        sampler, opts.batch or spec.batch, url)
+        sampler, opts.batch or spec.batch), outputs.run_record(study, url))
     extra = []
     grid_file = folder / "grid" / "trials.parquet"
     if grid_file.is_file():
@@ -183,7 +183,8 @@ def write_grid(study: Study, folder: Path, quiet: bool = False) -> list[str]:
         storage = str(target / JOURNAL)
         extra.append(f"{store_grid(study, frame, storage):,} designs stored as trials in "
                      f"{storage}")
-    resolved = outputs.resolved_document(study, study.spec.search.seed, len(frame), "grid",
-                                         outputs.CHUNK, storage)
+    resolved = (outputs.resolved_study(study, study.spec.search.seed, len(frame), "grid",
+                                       study.spec.search.batch),
+                outputs.run_record(study, storage))
     del quiet
     return _finish(study, t, target, None, run_line, extra, resolved)

@@ -115,25 +115,59 @@ def write_tables(t: Tables, out: Path) -> list[Path]:
     return written
 
 
-def resolved_document(study: Study, seed: int, trials: int, sampler: str, batch: int,
-                      storage: str) -> dict:
-    """The study as run: the file's content with every default filled in, the base chip
-    resolved, the dse version, seed and storage, so the run can be reproduced."""
-    doc = study.spec.model_dump(mode="json")
+def _absolute(ref: str, near: Path) -> str:
+    """A chip or workload reference as a study file anywhere can use it: paths absolute,
+    shipped names as they are."""
+    if ref.endswith((".yaml", ".yml")) or "/" in ref:
+        p = Path(ref).expanduser()
+        return str((p if p.is_absolute() else near / p).resolve())
+    return ref
+
+
+def resolved_study(study: Study, seed: int, trials: int, sampler: str, batch: int) -> dict:
+    """The study as run, as a study file: every default filled in, the run's seed, trials,
+    sampler and batch, paths made absolute, so that `dse study study.resolved.yaml --out
+    DIR` reproduces the run."""
+    near = study.path.parent
+    doc = study.spec.model_dump(mode="json", exclude_none=True)
+    doc["base"] = _absolute(doc["base"], near)
+    for w in doc["workloads"].values():
+        w["workload"] = _absolute(w["workload"], near)
+    doc["references"] = [_absolute(r, near) for r in doc.get("references") or []]
+    c, cons = doc["constraints"], study.spec.constraints
+    if cons.area is not None:
+        c["area"] = f"{cons.area:.12g} mm2"  # 12 digits: the unit's own rounding removed
+    if cons.power is not None:
+        c["power"] = f"{cons.power:.12g} W"
+    if cons.area_of is not None:
+        c["area_of"] = _absolute(cons.area_of, near)
     doc["search"].update({"seed": seed, "trials": trials, "sampler": sampler, "batch": batch})
+    return doc
+
+
+def run_record(study: Study, storage: str) -> dict:
+    """What a run's output folder holds, for tools that read it (dse plot pareto): versions,
+    the study's fingerprint and storage, each objective's direction, unit and column."""
     return {"dse_version": dse.__version__, "optuna_version": optuna.__version__,
-            "study_file": str(study.path), "fingerprint": study.fingerprint(),
-            "storage": storage, "study": doc,
+            "study": study.spec.name, "study_file": str(study.path.resolve()),
+            "fingerprint": study.fingerprint(), "storage": storage,
             "objectives": {g.name: {"direction": g.spec.direction, "unit": g.unit(study.jobs),
                                     "column": f"objective.{g.name}"} for g in study.goals},
-            "area_budget_mm2": study.area_budget,
-            "base_resolved": study.hardware.model_dump(mode="json", exclude_none=True)}
+            "area_budget_mm2": study.area_budget}
 
 
-def write_resolved(doc: dict, out: Path) -> Path:
+def write_resolved(study_doc: dict, record: dict, out: Path) -> list[Path]:
+    """study.resolved.yaml (a study file, its provenance in the header) and run.json."""
+    import json
+
     path = out / "study.resolved.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False, width=100))
-    return path
+    head = (f"# The study as run by dse {record['dse_version']} (Optuna "
+            f"{record['optuna_version']}) from {record['study_file']}; fingerprint "
+            f"{record['fingerprint']}.\n# Reproduce: dse study {path.name} --out NEW_FOLDER\n")
+    path.write_text(head + yaml.safe_dump(study_doc, sort_keys=False, width=100))
+    run = out / "run.json"
+    run.write_text(json.dumps(record, indent=2) + "\n")
+    return [path, run]
 
 
 def hypervolume_ratio(study: Study, sampled: pd.DataFrame, grid: pd.DataFrame) -> float:

@@ -139,13 +139,30 @@ class Study:
         return {p.path: p.distribution() for p in self.params}
 
     def fingerprint(self) -> str:
-        """A digest of what decides a trial's result (base chip, parameters, workloads,
-        objectives, constraints): a stored run with another digest is not resumed."""
-        keep = self.spec.model_dump(mode="json", include={"parameters", "workloads",
-                                                          "objectives", "constraints"})
-        keep["base"] = self.hardware.model_dump(mode="json")
+        """A digest of what decides a trial's result, as resolved (the base chip, the
+        parameters' ranges, each workload and scenario, the objectives, the constraints):
+        a stored run with another digest is not resumed. Spelling does not count (a path
+        written relatively or absolutely, a budget in mm2 or as a chip's area)."""
+        c = self.spec.constraints
+        keep = {
+            "base": self.hardware.model_dump(mode="json"),
+            "params": [(p.path, p.low, p.high, p.step, p.log, p.choices) for p in self.params],
+            "jobs": {n: (j.workload.model_dump(mode="json"), j.scenario, j.fields,
+                         (j.execution.chips, j.execution.tp, j.execution.pp), j.spec.weight)
+                     for n, j in self.jobs.items()},
+            "goals": [(g.name, g.spec.metric, g.spec.direction, g.jobs, g.weights)
+                      for g in self.goals],
+            "constraints": (_digits(self.area_budget), c.reticle, c.shoreline,
+                            _digits(c.power), c.fit),
+        }
         text = json.dumps(keep, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _digits(x: float | None) -> str | None:
+    """A quantity to 12 significant digits: the same whether read from '800 mm2' or from
+    the 799.9999999999999 that the unit conversion leaves."""
+    return None if x is None else f"{x:.12g}"
 
 
 def _strip(message: str, path: str) -> str:

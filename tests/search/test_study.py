@@ -125,7 +125,8 @@ def test_run_resume_and_outputs(tmp_path: Path) -> None:
     trials = _complete(out)
     assert len(trials) == 60 and sorted(t.number for t in trials) == list(range(60))
     for f in ("trials.csv", "trials.parquet", "pareto.csv", "references.csv", "pareto.png",
-              "pareto.svg", "pareto.pdf", "parallel.png", "summary.md", "study.resolved.yaml"):
+              "pareto.svg", "pareto.pdf", "parallel.png", "summary.md", "study.resolved.yaml",
+              "run.json"):
         assert (out / f).stat().st_size > 0, f
     table = pd.read_parquet(out / "trials.parquet")
     assert len(table) == 60
@@ -277,3 +278,18 @@ def test_gp_without_pytorch_is_refused_at_its_key(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["check", str(path)])
     assert r.exit_code == 2
     assert f"{path}:19:12: search.sampler: Optuna's GP sampler needs PyTorch" in r.output
+
+
+def test_resolved_study_reproduces_the_run(tmp_path: Path) -> None:
+    """study.resolved.yaml is a study file: run elsewhere, it gives the same trials."""
+    first = tmp_path / "a"
+    r = CliRunner().invoke(app, ["study", str(TINY), "--out", str(first), "--seed", "7",
+                                 "--trials", "40", "-q"])
+    assert r.exit_code == 0, r.output
+    again = tmp_path / "b"
+    r = CliRunner().invoke(app, ["study", str(first / "study.resolved.yaml"), "--out",
+                                 str(again), "-q"])
+    assert r.exit_code == 0, r.output
+    assert [t.params for t in _complete(first)] == [t.params for t in _complete(again)]
+    assert load_study(first / "study.resolved.yaml").fingerprint() == \
+        load_study(TINY).fingerprint()

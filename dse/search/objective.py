@@ -4,6 +4,7 @@ No I/O and no Optuna: arrays in, arrays out."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,7 +84,7 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
     n = db.n
     cons = study.spec.constraints
     constraints: dict[str, np.ndarray] = {}
-    why: list[list[str]] = [[] for _ in range(n)]
+    why: dict[int, list[str]] = defaultdict(list)  # only the designs that break something
     columns: dict[str, np.ndarray] = {p: np.asarray(v, dtype=float) for p, v in params.items()}
     area_mm2 = np.full(n, np.nan)
     if tech is not None:
@@ -145,8 +146,10 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
         feasible &= v <= 0
     if not cons.fit:
         feasible &= np.isfinite(values).all(axis=1)
-    reason = np.array(["; ".join(w) for w in why], dtype=object)
-    reason[feasible] = ""
+    reason = np.full(n, "", dtype=object)
+    for i, w in why.items():
+        if not feasible[i]:
+            reason[i] = "; ".join(w)
     return Outcome(values=values, constraints=constraints, feasible=feasible, reason=reason,
                    columns=columns, per_job=per_job)
 

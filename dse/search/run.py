@@ -12,11 +12,14 @@ the storage's numbering, so workers together complete exactly the requested numb
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing as mp
+import signal
+import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -226,7 +229,8 @@ def run(study: Study, opts: Options, report: Callable[[Progress], None] | None =
             outcome = evaluator(study, params_of(study, asked), baseline)
             tell_batch(mem, study, asked, outcome)
             finished = mem.get_trials(deepcopy=False)[-k:]
-            stored.add_trials(finished)
+            with _no_interrupt():  # a Ctrl-C here would leave the journal's lock half-made
+                stored.add_trials(finished)
             prog.done += k
             prog.new += k
             ok = outcome.feasible
@@ -240,6 +244,23 @@ def run(study: Study, opts: Options, report: Callable[[Progress], None] | None =
             report(prog)
         raise
     return prog
+
+
+@contextlib.contextmanager
+def _no_interrupt() -> Iterator[None]:
+    """Hold a Ctrl-C (SIGINT) until the block ends, then raise it: the journal is written
+    whole or not at all. Outside the main thread, nothing is held."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
 
 
 def _fail_running(st: optuna.Study) -> None:

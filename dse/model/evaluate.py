@@ -324,7 +324,7 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     ws = activation_bytes(ops)
     fp = footprint(table, ops, ex, ws)
     placed = place(db, fp)
-    acc = access(db, placed, fp, ops, ws)
+    acc = access(db, placed, fp, ops, ws, table.facts)
     st = step(db, ops, coll, op_times(db, ops, acc.home, acc.act_home),
               collective_times(db, coll))
 

@@ -49,8 +49,11 @@ class Rule:
 
 
 # Placement order: classes earlier in the list take the fastest room first. Every placed
-# tensor class (optable.PLACED_CLASSES) and the workspace has a rule.
-POLICY: tuple[Rule, ...] = (Rule("weights"), Rule("kv_cache"), Rule(WORKSPACE))
+# tensor class (optable.PLACED_CLASSES) and the workspace has a rule. Embedding tables come
+# last: they are large and read by gathers whose hot rows caches catch, while the dense
+# weights and activations are read whole on every step.
+POLICY: tuple[Rule, ...] = (Rule("weights"), Rule("kv_cache"), Rule(WORKSPACE),
+                            Rule("embeddings"))
 PLACED = tuple(r.name for r in POLICY)
 assert set(PLACED) == {*PLACED_CLASSES, WORKSPACE}, "every placed class has a rule"
 

@@ -17,12 +17,14 @@ import numpy as np
 from dse import units
 from dse.model.batch import DesignBatch
 from dse.model.execution import Execution
+from dse.model.hitrate import Table, shared_lru_hit_rates, tiered_shares
 from dse.model.parallel import Collectives, collective_volume, resident_split
 from dse.model.performance import A, ChipOps, G, OpTimes
 from dse.model.placement import WORKSPACE, Footprint, Placement, cached_level
 from dse.workloads.optable import PLACED_CLASSES, Facts, OpTable
 from dse.workloads.serving import Iteration
 
+EMBEDDINGS = "embeddings"
 METRICS = ("latency_s", "ttft_s", "tpot_s", "decode_tokens_per_s", "output_tokens_per_s",
            "samples_per_s", "achieved_flop_per_s", "tokens_per_s_per_chip")
 LATENCY_PHASES = ("gemm", "prefill", "decode")
@@ -79,7 +81,7 @@ def activation_bytes(ops: ChipOps) -> np.ndarray:
 
 
 def access(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps,
-           ws: np.ndarray | None = None) -> Access:
+           ws: np.ndarray | None = None, facts: Facts | None = None) -> Access:
     """Where each operator finds its data (stage `access`). Weights and the KV cache are
     read where they are stored, except that a decode step whose whole working set (weights
     + KV) fits a shared cache finds it there (placement.cached_level). Activations live in
@@ -110,8 +112,44 @@ def access(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps,
         if db.level_kinds[level] in ("cache", "sram") and not db.per_unit[level] \
                 and level < fallback:
             act_home = np.where(db.capacity[:, level][:, None] >= ws, level, act_home)
-    return Access(home={c: with_cache(placed.share(c)) for c in PLACED_CLASSES},
-                  act_home=act_home)
+    home = {c: with_cache(placed.share(c)) for c in PLACED_CLASSES}
+    if facts is not None and facts.gathers:
+        home[EMBEDDINGS] = gather_home(db, placed, fp, ops, facts)
+    return Access(home=home, act_home=act_home)
+
+
+def gather_home(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps,
+                facts: Facts) -> np.ndarray:
+    """[N, I, L] share of each gather operator's lookups served at each level.
+
+    The tables are placed across the levels that hold them hottest bytes first
+    (hitrate.tiered_shares: stored bytes and served lookups differ), and the innermost
+    shared cache in front of them catches the rows an LRU cache of its capacity keeps
+    (hitrate.shared_lru_hit_rates, Che's approximation over all tables at once). Its hits are
+    the hottest rows, which sit in the fastest tiers: they are taken off the tiers' shares
+    from the fastest down. Operators that gather nothing get zeros."""
+    n, lv = db.n, db.levels
+    names = ops.name.tolist()
+    rows = [i for i, name in enumerate(names) if name in facts.gathers]
+    tables = [Table(rows=g.rows, alpha=g.alpha, bytes_per_row=g.row_bytes, rate=g.lookups)
+              for g in (facts.gathers[names[i]] for i in rows)]
+    out = np.zeros((n, len(names), lv))
+    if not tables:
+        return out
+    stored = placed.share(EMBEDDINGS) * np.broadcast_to(fp[EMBEDDINGS], (n,))[:, None]
+    _, share = tiered_shares(tables, stored)  # [N, T, L]
+    caches = [lvl for lvl in range(lv) if db.level_kinds[lvl] == "cache"
+              and not db.per_unit[lvl] and not stored[:, lvl].any()]
+    if caches:
+        hits = shared_lru_hit_rates(tables, db.capacity[:, caches[0]]).per_table  # [N, T]
+        left = hits.copy()
+        for lvl in range(lv):  # the hits come off the fastest tiers first
+            take = np.minimum(left, share[:, :, lvl])
+            share[:, :, lvl] -= take
+            left -= take
+        share[:, :, caches[0]] += hits - left
+    out[:, rows, :] = share
+    return out
 
 
 def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: np.ndarray) -> Step:
@@ -171,7 +209,8 @@ def phase_metrics(f: Facts, st: Step, sequences: np.ndarray | float, chips: int,
         m["tokens_per_s_per_chip"] = m["output_tokens_per_s"] / chips
     elif phase == "inference":
         m["samples_per_s"] = sequences / total
-        m["tokens_per_s_per_chip"] = sequences * s_in / total / chips
+        if not f.gathers:  # a recommender's samples have no tokens
+            m["tokens_per_s_per_chip"] = sequences * s_in / total / chips
     return {k: np.broadcast_to(v, (n,)).astype(float) for k, v in m.items()}
 
 

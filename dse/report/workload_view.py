@@ -10,7 +10,13 @@ from rich.table import Table
 from rich.text import Text
 
 from dse import units
-from dse.spec.workload import GemmSpec, Scenario, WorkloadSpec, parameter_counts
+from dse.spec.workload import (
+    GemmSpec,
+    RecommenderSpec,
+    Scenario,
+    WorkloadSpec,
+    parameter_counts,
+)
 from dse.workloads import describe_scenario
 from dse.workloads.optable import OpTable, class_bytes
 
@@ -21,6 +27,10 @@ def params(spec: WorkloadSpec) -> int:
     """Parameter count (for a GEMM: the elements of its weight operand)."""
     if isinstance(spec, GemmSpec):
         return spec.batch * spec.k * spec.n
+    if isinstance(spec, RecommenderSpec):
+        from dse.workloads.recommender import dense_parameters
+
+        return spec.embedding_parameters() + dense_parameters(spec)
     return parameter_counts(spec)["total"]
 
 
@@ -131,22 +141,25 @@ def workload_tables(doc: dict[str, Any]) -> Group:
                     f"mean square {ln['mean_square_tokens2']:.5g} (the padding of seq_in "
                     f"{sc['seq_in']} skipped: {ln['padding_skipped_share']:.1%} of its tokens)")
     b = doc["bytes"]
+    # the classes a workload moves: weights, activations and the KV cache always (a
+    # Transformer's three), others (embedding rows, gradients) where it has them
+    shown = [(c, c.replace("kv_cache", "KV cache").replace("_", " "))
+             for c in b if c != "total" and (c in _BYTE_KEYS or b[c])]
     head.append(f"\nparameters {doc['params']:.4g}   FLOPs {_fmt_flops(doc['flops'])}   "
-                f"bytes {_fmt_bytes(b['total'])} (weights {_fmt_bytes(b['weights'])}, "
-                f"activations {_fmt_bytes(b['activations'])}, "
-                f"KV cache {_fmt_bytes(b['kv_cache'])})   "
+                f"bytes {_fmt_bytes(b['total'])} ("
+                + ", ".join(f"{label} {_fmt_bytes(b[c])}" for c, label in shown) + ")   "
                 f"arithmetic intensity {doc['arithmetic_intensity']:.3g} FLOP/B")
     ops = Table(title="Operators (totals over their repeats)", title_justify="left")
-    for col in ("operator", "kind", "stage", "count", "FLOPs", "weights", "activations",
-                "KV cache", "FLOP/B"):
+    for col in ("operator", "kind", "stage", "count", "FLOPs", *(label for _, label in shown),
+                "FLOP/B"):
         ops.add_column(col, justify="left" if col in ("operator", "kind", "stage")
                        else "right")
     for op in sorted(doc["ops"], key=lambda o: -o["flops"]):
         ob = op["bytes"]
         ai = op["flops"] / ob["total"] if ob["total"] else float("inf")
         ops.add_row(op["name"], op["kind"], op["stage"], f"{op['count']:.4g}",
-                    _fmt_flops(op["flops"]), _fmt_bytes(ob["weights"]),
-                    _fmt_bytes(ob["activations"]), _fmt_bytes(ob["kv_cache"]), f"{ai:.3g}")
+                    _fmt_flops(op["flops"]), *(_fmt_bytes(ob.get(c, 0.0)) for c, _ in shown),
+                    f"{ai:.3g}")
     return Group(head, ops)
 
 

@@ -235,10 +235,153 @@ class GemmSpec(Spec):
         default_factory=lambda: {"gemm": Scenario(phase="gemm", precision="bf16")})
 
 
-WorkloadSpec = TransformerSpec | GemmSpec
+class HitPoint(Spec):
+    """One point of a measured hit-rate curve: caching this share of a table's rows (the
+    hottest ones) serves this share of its lookups."""
+
+    rows: float = Field(gt=0, le=1)
+    hits: float = Field(ge=0, le=1)
+
+
+class Skew(Spec):
+    """How unevenly a table's rows are looked up: a Zipf exponent (row i of R is looked up
+    with probability proportional to i^-alpha; 0 is uniform) or a measured curve."""
+
+    alpha: float | None = Field(default=None, ge=0, le=3)
+    curve: list[HitPoint] | None = Field(default=None, min_length=1)
+    source: str | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Skew:
+        if (self.alpha is None) == (self.curve is None):
+            raise ValueError("give the skew as alpha (a Zipf exponent) or as a curve of "
+                             "{rows, hits} points, one of the two")
+        if self.curve is not None:
+            rows = [p.rows for p in self.curve]
+            hits = [p.hits for p in self.curve]
+            if rows != sorted(rows) or len(set(rows)) != len(rows) or hits != sorted(hits):
+                raise ValueError("curve points must rise: rows strictly, hits never falling")
+        return self
+
+
+class Table(Spec):
+    """An embedding table, or `count` identical ones."""
+
+    name: str = Field(min_length=1)
+    count: int = Field(default=1, ge=1)
+    rows: int = Field(gt=0)
+    dim: int = Field(gt=0)
+    """Elements per row (the embedding dimension)."""
+    lookups: float = Field(gt=0)
+    """Rows gathered and pooled (summed) per user-item pair: the pooling factor."""
+    skew: Skew | None = None
+    """This table's skew (default: the workload's)."""
+
+
+class Interaction(Spec):
+    """How the pooled embeddings and the bottom MLP's output meet: `dot`, the pairwise dot
+    products of the F = tables + 1 feature vectors (DLRM); `cross`, DCNv2 cross layers
+    x_{l+1} = x0 * (U (V x_l) + b) + x_l on their concatenation, low-rank when `rank` is
+    given (U, V: d x rank); `cat`, their concatenation alone (DeepRecSys RM1/RM2)."""
+
+    kind: Literal["dot", "cross", "cat"]
+    layers: int = Field(default=3, ge=1)
+    rank: int | None = Field(default=None, gt=0)
+
+
+class Sample(Spec):
+    """What one sample of the workload's throughput is."""
+
+    pairs: float = Field(default=1.0, ge=1)
+    """User-item pairs one sample scores (MLPerf inference aggregates many per query)."""
+    note: str | None = None
+
+
+class RecOptimizer(Spec):
+    """Training: the optimizer of the embedding rows and of the dense layers."""
+
+    embeddings: Literal["sgd", "adagrad", "adagrad_rowwise", "adam"] = "adagrad"
+    dense: Literal["sgd", "adagrad", "adagrad_rowwise", "adam"] = "adagrad"
+
+
+class RecScenario(Scenario):
+    """A recommender scenario: `batch` counts samples of `pairs` user-item pairs each;
+    sequence lengths do not apply."""
+
+    seq_in: int = Field(default=1, ge=0)
+    pairs: float | None = Field(default=None, ge=1)
+    """User-item pairs per sample (default: the workload's `sample.pairs`). MLPerf
+    inference scores a query of many pairs as one sample; training counts one pair."""
+    embedding_precision: DataType | None = None
+    """Stored type of the embedding rows when it differs from `precision`."""
+    optimizer: RecOptimizer | None = None
+    """Training: the optimizers (default Adagrad for both, as MLPerf fixes)."""
+
+    @model_validator(mode="after")
+    def _phase(self) -> RecScenario:
+        if self.phase not in ("inference", "training"):
+            raise ValueError(f"a recommender runs phase inference or training, not "
+                             f"{self.phase}")
+        if self.optimizer is not None and self.phase != "training":
+            raise ValueError("optimizer goes with phase training")
+        return self
+
+
+class RecommenderSpec(Spec):
+    """A DLRM-style recommender."""
+
+    name: str = Field(min_length=1)
+    kind: Literal["recommender"]
+    source: str = Field(min_length=1)
+    description: str | None = None
+    base: str | None = None
+    sample: Sample = Sample()
+    dense_features: int = Field(ge=0)
+    tables: list[Table] = Field(min_length=1)
+    skew: Skew
+    """The default skew of every table (a table's own `skew` replaces it)."""
+    bottom_mlp: list[int] = Field(default=[], description="layer widths")
+    interaction: Interaction
+    top_mlp: list[int] = Field(min_length=1)
+    scenarios: dict[str, RecScenario] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _shapes(self) -> RecommenderSpec:
+        dims = {t.dim for t in self.tables}
+        if self.interaction.kind == "dot" and len(dims) > 1:
+            raise ValueError("dot interaction needs every table of one dimension, found "
+                             f"{sorted(dims)}")
+        if self.interaction.kind == "dot" and self.bottom_mlp and self.bottom_mlp[-1] not in dims:
+            raise ValueError(f"dot interaction: the bottom MLP's last width "
+                             f"({self.bottom_mlp[-1]}) must equal the embedding dimension")
+        if self.dense_features == 0 and self.bottom_mlp:
+            raise ValueError("a bottom MLP needs dense features")
+        if any(w <= 0 for w in (*self.bottom_mlp, *self.top_mlp)):
+            raise ValueError("MLP widths must be positive")
+        names = [t.name for t in self.tables]
+        if len(set(names)) != len(names):
+            raise ValueError("table names must be unique")
+        return self
+
+    @property
+    def n_tables(self) -> int:
+        return sum(t.count for t in self.tables)
+
+    def skew_of(self, table: Table) -> Skew:
+        return table.skew or self.skew
+
+    def embedding_rows(self) -> int:
+        return sum(t.count * t.rows for t in self.tables)
+
+    def embedding_parameters(self) -> int:
+        return sum(t.count * t.rows * t.dim for t in self.tables)
+
+
+WorkloadSpec = TransformerSpec | GemmSpec | RecommenderSpec
 # Workload kinds by the `kind:` key of a file. A new kind is a schema class here (or in a
 # module of its own) plus one entry; its lowering registers in dse.workloads.KINDS.
-WORKLOAD_SCHEMAS: dict[str, type[Spec]] = {"transformer": TransformerSpec, "gemm": GemmSpec}
+WORKLOAD_SCHEMAS: dict[str, type[Spec]] = {"transformer": TransformerSpec, "gemm": GemmSpec,
+                                           "recommender": RecommenderSpec}
 
 _GEMM_NAME = re.compile(r"^gemm:(\d+)x(\d+)x(\d+)(?:x(\d+))?$")
 

@@ -16,8 +16,8 @@ from pydantic import ValidationError
 
 from dse import units
 from dse.errors import DseError
-from dse.spec.workload import WORKLOAD_SCHEMAS, Scenario, WorkloadSpec
-from dse.workloads import gemm, transformer
+from dse.spec.workload import WORKLOAD_SCHEMAS, RecScenario, Scenario, WorkloadSpec
+from dse.workloads import gemm, recommender, transformer
 from dse.workloads.optable import OpTable
 from dse.workloads.transformer import DEFAULT, Counting
 
@@ -38,6 +38,7 @@ class WorkloadKind:
 KINDS: dict[str, WorkloadKind] = {
     "transformer": WorkloadKind(transformer.lower, transformer.check, transformer.context),
     "gemm": WorkloadKind(gemm.lower_gemm, gemm.check, lambda spec: None),
+    "recommender": WorkloadKind(recommender.lower, recommender.check, lambda spec: None),
 }
 assert set(KINDS) == set(WORKLOAD_SCHEMAS), "every workload schema has a lowering"
 
@@ -105,7 +106,7 @@ def _replaced(spec: WorkloadSpec, name: str, base: Scenario, overrides: dict[str
                 f"{fields['engine']['iteration_overhead']!r} s"
     fields.update({k: v for k, v in overrides.items() if v is not None})
     try:
-        return Scenario.model_validate(fields)
+        return type(base).model_validate(fields)  # a kind's own scenario class stays it
     except ValidationError as e:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'scenario'}: "
@@ -125,7 +126,11 @@ def describe_scenario(sc: Scenario) -> str:
     parts = [sc.phase]
     if sc.phase != "gemm":
         parts.append(f"batch {sc.batch}")
-        parts.append(f"seq_in {sc.seq_in}")
+        if isinstance(sc, RecScenario):
+            if sc.pairs:
+                parts.append(f"{sc.pairs:g} pairs per sample")
+        elif sc.seq_in:
+            parts.append(f"seq_in {sc.seq_in}")
         if sc.phase in ("decode", "serve"):
             parts.append(f"seq_out {sc.seq_out}")
         if sc.lengths is not None:

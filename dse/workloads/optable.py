@@ -39,6 +39,9 @@ CLASSES: tuple[TensorClass, ...] = (
     TensorClass("activations", placed=False, operand="a"),
     TensorClass("kv_cache", placed=True, operand="b", per_sequence=True),
     TensorClass("gradients", placed=False, operand=""),
+    # Recommender embedding tables: stored like weights, read by skewed gathers (the share
+    # of lookups a level serves is not the share of the tables it stores: dse.model.hitrate)
+    TensorClass("embeddings", placed=True, operand=""),
 )
 # Tensor classes, in column order of `read` and `written`.
 TENSOR_CLASSES = tuple(c.name for c in CLASSES)
@@ -86,6 +89,18 @@ class OpRow:
 
 
 @dataclass(frozen=True)
+class Gather:
+    """The table a gather operator reads: its rows, the Zipf exponent of their popularity
+    (a measured curve is carried as the exponent that fits it best), the bytes one row
+    occupies, and its lookups per step (only ratios between tables matter)."""
+
+    rows: float
+    alpha: float
+    row_bytes: float
+    lookups: float
+
+
+@dataclass(frozen=True)
 class Facts:
     """What the model needs to know of a lowered scenario beside its operator rows."""
 
@@ -103,6 +118,8 @@ class Facts:
     context_max: float = 0.0  # tokens in the KV cache at the end of the step
     context_avg: float = 0.0  # tokens in the KV cache on average over the generation
     iteration_tokens: float | np.ndarray = 0.0  # serve: tokens one iteration forwards
+    gathers: dict[str, Gather] = field(default_factory=dict)
+    """Recommenders: the embedding table each gather operator (by name) reads."""
 
     @property
     def weight_bytes(self) -> float:

@@ -1,0 +1,180 @@
+"""Recommender (DLRM-style) lowering: a scenario becomes an operator table.
+
+For B samples of P user-item pairs each (M = B x P pairs):
+- one gather per table (kind `embedding`): M x lookups rows read from the embedding tables
+  (each row rounded up to the DRAM access granularity), their indices read, the pooled sum
+  (M x dim) written; pooling is M x lookups x dim additions on the vector units;
+- the bottom MLP on the dense features and the top MLP: one GEMM per layer (M x width x
+  previous width; bias and activation fused into the GEMM's epilogue, as library kernels
+  do);
+- the interaction: `dot`, a batched GEMM of the F feature vectors with themselves (M
+  products of F x d by d x F; the F(F-1)/2 distinct dot products are kept), or `cross`,
+  DCNv2 layers x_{l+1} = x0 * (U (V x_l) + b) + x_l: two GEMMs per layer when low-rank
+  (M x rank x D, M x D x rank), one when full (M x D x D), and the elementwise update.
+The tables are the `embeddings` tensor class: placed in memory like weights, but read by
+gathers whose accesses are skewed (dse.model.hitrate), so the share of lookups each level
+serves differs from the share of the tables it stores.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dse.spec.workload import RecommenderSpec, RecScenario, Skew
+from dse.workloads.optable import Facts, Gather, OpRow, OpTable
+from dse.workloads.transformer import DEFAULT, DTYPE_BYTES, PRECISIONS, Counting
+
+# Bytes a random row read moves from DRAM at least: 64 B, a DDR4/DDR5 burst (BL8 x 64-bit
+# channel; BL16 x 32-bit DDR5 subchannel, JEDEC JESD79-4/-5) and two 32-byte sectors of an
+# NVIDIA GPU's memory transactions (CUDA C++ Best Practices Guide, "Coalesced Access to
+# Global Memory"). A 64-dimension fp8 row (64 B) wastes nothing; a 16-dimension int8 row
+# (16 B) moves 4x its size.
+ACCESS_GRANULARITY = 64.0
+INDEX_BYTES = 4.0  # int32 row indices (MLPerf DLRM-v2 harnesses; TorchRec's int64: 8)
+
+
+def zipf_exponent(skew: Skew) -> float:
+    """The Zipf exponent of a table's skew; a measured curve's best fit: the exponent whose
+    hottest-rows share (H(k, a) / H(R, a), taken for a large table, where it tends to the
+    fraction f^(1-a)) matches the curve's points in least squares, over a in [0, 2]."""
+    if skew.alpha is not None:
+        return float(skew.alpha)
+    assert skew.curve is not None
+    f = np.array([p.rows for p in skew.curve])
+    h = np.array([p.hits for p in skew.curve])
+    grid = np.linspace(0.0, 2.0, 401)
+    # share of the hottest fraction f of a very large table: f^(1-a) (a < 1), 1 + ln f / ln R
+    # (a = 1) and ~1 (a > 1) -- evaluated at R = 1e7 rows through the finite sums' limit
+    rows = 1e7
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        k = np.maximum(f[None, :] * rows, 1.0)
+        a = grid[:, None]
+        num = np.where(np.abs(a - 1) < 1e-9, np.log(k) + 0.5772,
+                       (k ** (1 - a) - 1) / (1 - a) + 1)
+        den = np.where(np.abs(a - 1) < 1e-9, np.log(rows) + 0.5772,
+                       (rows ** (1 - a) - 1) / (1 - a) + 1)
+        share = np.clip(num / den, 0.0, 1.0)
+    err = ((share - h[None, :]) ** 2).sum(axis=1)
+    return float(grid[int(np.argmin(err))])
+
+
+def row_bytes(dim: int, element_bytes: float) -> float:
+    """Bytes one lookup moves: the row rounded up to the access granularity."""
+    return math.ceil(dim * element_bytes / ACCESS_GRANULARITY) * ACCESS_GRANULARITY
+
+
+def _gemm(name: str, group: str, m, n: int, k: int, ab: float, wb: float, dtype: str,
+          wdtype: str, bias: bool = True) -> OpRow:
+    weights = (k * n + (n if bias else 0)) * wb
+    return OpRow(name, "gemm", group, 1.0, 2.0 * m * n * k,
+                 read={"activations": m * k * ab, "weights": weights},
+                 written={"activations": m * n * ab}, m=m, n=n, k=k, batch=1.0,
+                 stage="forward", dtype=dtype, wdtype=wdtype)
+
+
+def dense_parameters(spec: RecommenderSpec) -> int:
+    """Parameters of the MLPs and the interaction (weights and biases)."""
+    total, prev = 0, spec.dense_features
+    for w in spec.bottom_mlp:
+        total += prev * w + w
+        prev = w
+    it, d = spec.interaction, _cross_width(spec)
+    if it.kind == "cross":
+        total += it.layers * ((2 * d * it.rank + d) if it.rank else (d * d + d))
+    prev = _top_input(spec)
+    for w in spec.top_mlp:
+        total += prev * w + w
+        prev = w
+    return total
+
+
+def _cross_width(spec: RecommenderSpec) -> int:
+    """D: the concatenated feature vector (bottom MLP output and every pooled embedding)."""
+    dense = spec.bottom_mlp[-1] if spec.bottom_mlp else spec.dense_features
+    return dense + sum(t.count * t.dim for t in spec.tables)
+
+
+def _features(spec: RecommenderSpec) -> int:
+    """F: feature vectors meeting in a dot interaction (the tables and the dense one)."""
+    return spec.n_tables + (1 if spec.bottom_mlp or spec.dense_features else 0)
+
+
+def _top_input(spec: RecommenderSpec) -> int:
+    if spec.interaction.kind in ("cross", "cat"):
+        return _cross_width(spec)
+    # DLRM: the dense vector concatenated with the F(F-1)/2 distinct dot products
+    f = _features(spec)
+    dense = spec.bottom_mlp[-1] if spec.bottom_mlp else spec.dense_features
+    return dense + f * (f - 1) // 2
+
+
+def lower(spec: RecommenderSpec, scenario: RecScenario, counting: Counting = DEFAULT,
+          batch: object = None) -> OpTable:
+    """The operator table of `scenario` (`batch`: [N] samples per design, else the
+    scenario's)."""
+    if scenario.phase != "inference":
+        raise ValueError(f"recommender phase {scenario.phase} is not modelled yet; use "
+                         "inference")
+    w, a, _, dtype = PRECISIONS[scenario.precision]
+    wb = counting.element_bytes or DTYPE_BYTES[w]
+    ab = counting.element_bytes or DTYPE_BYTES[a]
+    eb = counting.element_bytes or DTYPE_BYTES[scenario.embedding_precision or w]
+    samples = np.asarray(batch, dtype=float) if batch is not None else float(scenario.batch)
+    m = samples * (scenario.pairs or spec.sample.pairs)
+    rows: list[OpRow] = []
+    gathers: dict[str, Gather] = {}
+    for t in spec.tables:
+        looked = m * t.lookups
+        gathers[f"gather.{t.name}"] = Gather(float(t.rows), zipf_exponent(spec.skew_of(t)),
+                                             t.dim * eb, float(t.lookups))
+        rows.append(OpRow(
+            f"gather.{t.name}", "embedding", "embedding", float(t.count),
+            looked * t.dim, read={"embeddings": looked * row_bytes(t.dim, eb),
+                                  "activations": looked * INDEX_BYTES},
+            written={"activations": m * t.dim * ab}, stage="forward", dtype=dtype))
+    prev = spec.dense_features
+    for i, width in enumerate(spec.bottom_mlp):
+        rows.append(_gemm(f"bottom_mlp.{i}", "bottom_mlp", m, width, prev, ab, wb, dtype, w))
+        prev = width
+    it = spec.interaction
+    if it.kind == "cat":
+        pass  # the concatenation is the pooled outputs side by side: no work of its own
+    elif it.kind == "dot":
+        f, d = _features(spec), spec.tables[0].dim
+        rows.append(OpRow("interaction.dot", "gemm", "interaction", 1.0, 2.0 * m * f * f * d,
+                          read={"activations": m * f * d * ab},
+                          written={"activations": m * f * (f - 1) / 2 * ab},
+                          m=f, n=f, k=d, batch=m, stage="forward", dtype=dtype))
+    else:
+        d = _cross_width(spec)
+        if it.rank:
+            rows.append(_gemm("cross.v", "interaction", m, it.rank, d, ab, wb, dtype, w,
+                              bias=False))
+            rows.append(_gemm("cross.u", "interaction", m, d, it.rank, ab, wb, dtype, w))
+            for r in rows[-2:]:
+                r.count = float(it.layers)
+        else:
+            rows.append(_gemm("cross.w", "interaction", m, d, d, ab, wb, dtype, w))
+            rows[-1].count = float(it.layers)
+        rows.append(OpRow("cross.update", "residual", "interaction", float(it.layers),
+                          3.0 * m * d, read={"activations": 3 * m * d * ab},
+                          written={"activations": m * d * ab}, stage="forward", dtype=dtype))
+    prev = _top_input(spec)
+    for i, width in enumerate(spec.top_mlp):
+        rows.append(_gemm(f"top_mlp.{i}", "top_mlp", m, width, prev, ab, wb, dtype, w))
+        prev = width
+    stored = sum(t.count * t.rows * t.dim for t in spec.tables) * eb
+    facts = Facts(phase="inference", batch=samples, seq_in=1.0,
+                  resident={"weights": dense_parameters(spec) * wb, "embeddings": stored},
+                  gathers=gathers)
+    return OpTable.from_rows(rows, facts)
+
+
+def check(spec: RecommenderSpec, sc: RecScenario, tp: int, pp: int
+          ) -> tuple[list[str], list[str]]:
+    """Recommenders run on one chip or data-parallel for now (table sharding follows)."""
+    return [f"--{name} {v}: a recommender is not split tensor- or pipeline-parallel (its "
+            "tables are sharded instead; sharding is not modelled yet)"
+            for name, v in (("tp", tp), ("pp", pp)) if v > 1], []

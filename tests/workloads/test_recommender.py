@@ -1,0 +1,133 @@
+"""Recommender workloads: the MLPerf DLRM-DCNv2 figures, the lowering by hand, where the
+gathers find their rows (skew, caches, tiers), monotonicity, and bad files."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import dse
+from dse.cli import app
+from dse.workloads import lower, resolve_scenario
+from dse.workloads.recommender import ACCESS_GRANULARITY, dense_parameters, row_bytes
+
+
+def _eval(hw: str, wl: str, **kw):
+    from dse.spec.load import load_design
+
+    spec, tech, _ = load_design(hw)
+    return dse.evaluate(spec, dse.load_workload(wl), tech=tech, reticle=False, **kw)
+
+
+def test_dlrm_dcnv2_matches_the_mlperf_configuration() -> None:
+    """mlcommons/training recommendation_v2/torchrec_dlrm: 26 tables, 204,184,588 rows of
+    dim 128, 214 lookups per pair, 16,044,545 dense parameters (bottom 171,392, cross
+    10,627,200, top 5,245,953)."""
+    wl = dse.load_workload("dlrm-dcnv2")
+    assert wl.n_tables == 26
+    assert wl.embedding_rows() == 204_184_588
+    assert wl.embedding_parameters() == 26_135_627_264
+    assert sum(t.count * t.lookups for t in wl.tables) == 214
+    assert dense_parameters(wl) == 16_044_545
+
+
+def test_inference_sample_is_a_query_of_270_pairs() -> None:
+    wl = dse.load_workload("dlrm-dcnv2")
+    _, sc = resolve_scenario(wl, "mlperf-offline")
+    assert sc.pairs == 270
+    table = lower(wl, sc.model_copy(update={"batch": 10}))
+    gather = list(table.name).index("gather.t20")
+    # 10 samples x 270 pairs x 100 lookups x 128 int8 bytes
+    assert table.read[gather, list(_classes()).index("embeddings")] == \
+        pytest.approx(10 * 270 * 100 * 128)
+    # forward FLOPs per pair ~32.1 MFLOP (cross 21.2, top 10.5, bottom 0.34; gathers' adds)
+    assert table.total_flops / 2700 == pytest.approx(32.1e6, rel=0.01)
+
+
+def _classes():
+    from dse.workloads.optable import TENSOR_CLASSES
+
+    return TENSOR_CLASSES
+
+
+def test_rows_round_up_to_the_access_granularity() -> None:
+    assert ACCESS_GRANULARITY == 64
+    assert row_bytes(16, 1.0) == 64  # a 16-byte row moves a whole burst
+    assert row_bytes(128, 1.0) == 128
+    assert row_bytes(100, 4.0) == 448  # 400 B -> 7 bursts
+
+
+def test_gathers_are_served_by_the_levels_that_hold_the_hot_rows() -> None:
+    """H100: the tables live in HBM, the L2 catches the hottest rows; every gather's shares
+    sum to 1 and the small tables are served mostly by the L2."""
+    ev = _eval("h100-sxm", "dlrm-dcnv2", batch=200)
+    names = list(ev.ops_name)
+    levels = list(ev.level_names)
+    t20 = ev.op_traffic[0, names.index("gather.t20")]
+    assert t20[levels.index("L2")] > t20[levels.index("HBM3")] > 0
+    assert ev.ops_bound[0, names.index("gather.t20")] == "HBM3"
+
+
+def test_gh200_with_less_hbm_spills_cold_rows_to_lpddr_and_stays_feasible() -> None:
+    ev = _eval("gh200", "dlrm-dcnv2", scenario="mlperf-offline-fp32", batch=2222,
+               overrides={"memory.HBM3e.capacity": ["96 GiB", "144 GiB"]})
+    assert ev.feasible.all()
+    lp = list(ev.level_names).index("LPDDR5X")
+    assert ev.memory_bytes[0, lp] > 30e9 and ev.memory_bytes[1, lp] == 0
+    # the cold rows serve few lookups: the spill costs little
+    spilled, held = ev.metrics["samples_per_s"]
+    assert 0.9 * held < spilled <= held
+
+
+@pytest.mark.parametrize("path,values", [
+    ("memory.L2.capacity", ["25 MiB", "50 MiB", "200 MiB", "800 MiB"]),
+    ("memory.HBM3.bandwidth", ["2 TB/s", "3.35 TB/s", "5 TB/s"]),
+])
+def test_more_cache_or_bandwidth_is_never_slower(path: str, values: list[str]) -> None:
+    ev = _eval("h100-sxm", "dlrm-dcnv2", batch=500, overrides={path: values})
+    thr = ev.metrics["samples_per_s"]
+    assert np.all(np.diff(thr) >= -1e-9 * thr[:-1])
+
+
+def test_flatter_skew_is_never_faster(tmp_path: Path) -> None:
+    base = (Path(dse.__file__).parent.parent / "workloads" / "rm2.yaml")
+    if not base.exists():
+        from dse.spec.load import library_dir
+
+        base = library_dir("workload") / "rm2.yaml"
+    out = []
+    for alpha in (1.2, 0.9, 0.5, 0.0):
+        p = tmp_path / f"rm2-{alpha}.yaml"
+        p.write_text(f"base: {base}\nname: rm2-{alpha}\nsource: test\n"
+                     f"skew: {{alpha: {alpha}}}\n")
+        ev = dse.evaluate(dse.load_hardware("h100-sxm"), dse.load_workload(p), batch=64)
+        out.append(float(ev.metrics["samples_per_s"][0]))
+    assert all(b <= a * (1 + 1e-9) for a, b in itertools.pairwise(out)), out
+
+
+@pytest.mark.parametrize("body,where", [
+    ("tables: []", "tables"),
+    ("tables:\n  - {name: a, rows: 0, dim: 8, lookups: 1}", "tables[0].rows"),
+    ("skew: {alpha: 1.0, curve: [{rows: 0.1, hits: 0.5}]}", "skew"),
+    ("interaction: {kind: dott}", "interaction.kind"),
+])
+def test_bad_recommender_files_name_file_line_and_key(tmp_path: Path, body: str,
+                                                      where: str) -> None:
+    good = {"name": "r", "kind": "recommender", "source": "t", "dense_features": 4,
+            "skew": "{alpha: 1.0}", "bottom_mlp": "[8]", "interaction": "{kind: dot}",
+            "top_mlp": "[4, 1]", "tables": "\n  - {name: a, rows: 100, dim: 8, lookups: 1}",
+            "scenarios": "\n  s: {phase: inference, batch: 4}"}
+    key = body.split(":")[0]
+    good[key] = body.split(":", 1)[1].strip() if not body.startswith(key + ":\n") else \
+        body.split(":", 1)[1]
+    text = "\n".join(f"{k}: {v}" for k, v in good.items()) + "\n"
+    path = tmp_path / "r.yaml"
+    path.write_text(text)
+    r = CliRunner().invoke(app, ["check", str(path)])
+    assert r.exit_code == 2, r.output
+    line = r.output.strip().splitlines()[0]
+    assert line.startswith(f"{path}:") and f": {where}" in line, line

@@ -276,12 +276,30 @@ def _fill(lnq: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _che_grid(weight, p, share, size, c, room) -> np.ndarray:
     """`_che_solve` for many capacities c [M] over the same tables ([1, T, K] nodes):
     occupancy and hit rates tabulated on a grid of ln T with their exact derivatives, then
-    interpolated (monotone cubic Hermite) at each capacity; error < 1e-6 at the grid step."""
-    lnq, space, q_min, per_req = _che_terms(weight[0], p[0], share[0], size[0])
-    lo = np.log(c.min()) - np.log(per_req)
-    hi = np.log(-np.log1p(-c.max() / room)) - np.log(q_min)
+    interpolated (monotone cubic Hermite) at each capacity; error < 1e-6 at the grid step.
+    The table covers every capacity from one byte to the whole of the requested rows and is
+    kept for the next call over the same tables (a study asks for the same tables batch
+    after batch): a pure function's results, memoized."""
+    u, occ, docc, hit, dhit = _che_table(weight[0], p[0], share[0], size[0], room)
+    at = _hermite(np.log(occ), u, occ / np.maximum(docc, 1e-300), np.log(c))
+    return _hermite(u, hit, dhit, at)
+
+
+_TABLES: dict[bytes, tuple[np.ndarray, ...]] = {}
+_TABLES_KEPT = 32  # distinct table sets memoized (oldest dropped first)
+
+
+def _che_table(weight, p, share, size, room) -> tuple[np.ndarray, ...]:
+    key = b"".join(np.ascontiguousarray(np.broadcast_to(x, weight.shape), dtype=float).tobytes()
+                   for x in (weight, p, share, size)) + np.float64(room).tobytes()
+    hit_ = _TABLES.get(key)
+    if hit_ is not None:
+        return hit_
+    lnq, space, q_min, per_req = _che_terms(weight, p, share, size)
+    lo = -np.log(per_req)  # one byte of cache
+    hi = np.log(-np.log1p(-(1.0 - 1e-12))) - np.log(q_min)  # all but 1e-12 of the rows
     u = np.linspace(lo, hi, int(np.clip(np.ceil((hi - lo) / _GRID_STEP), 8, 8192)) + 1)
-    wp = weight[0] * p[0]
+    wp = weight * p
     occ, docc = np.empty(u.size), np.empty(u.size)
     hit, dhit = np.empty((u.size, wp.shape[0])), np.empty((u.size, wp.shape[0]))
     step = max(1, _CHUNK // wp.size)
@@ -289,8 +307,10 @@ def _che_grid(weight, p, share, size, c, room) -> np.ndarray:
         filled, rate = _fill(lnq, u[g:g + step, None, None])
         occ[g:g + step], docc[g:g + step] = (space * filled).sum((1, 2)), (space * rate).sum((1, 2))
         hit[g:g + step], dhit[g:g + step] = (wp * filled).sum(2), (wp * rate).sum(2)
-    at = _hermite(np.log(occ), u, occ / np.maximum(docc, 1e-300), np.log(c))
-    return _hermite(u, hit, dhit, at)
+    if len(_TABLES) >= _TABLES_KEPT:
+        _TABLES.pop(next(iter(_TABLES)))
+    _TABLES[key] = (u, occ, docc, hit, dhit)
+    return _TABLES[key]
 
 
 def _hermite(x: np.ndarray, y: np.ndarray, dy: np.ndarray, at: np.ndarray) -> np.ndarray:

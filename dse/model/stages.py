@@ -136,8 +136,14 @@ def gather_home(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps,
     out = np.zeros((n, len(names), lv))
     if not tables:
         return out
-    stored = placed.share(EMBEDDINGS) * np.broadcast_to(fp[EMBEDDINGS], (n,))[:, None]
-    _, share = tiered_shares(tables, stored)  # [N, T, L]
+    fraction = placed.share(EMBEDDINGS)
+    stored = fraction * np.broadcast_to(fp[EMBEDDINGS], (n,))[:, None]
+    whole = np.flatnonzero((fraction >= 1.0 - 1e-12).all(axis=0))
+    if whole.size:  # every design keeps all the tables in one level: it serves every lookup
+        share = np.zeros((n, len(tables), lv))
+        share[:, :, whole[0]] = 1.0
+    else:
+        _, share = tiered_shares(tables, stored)  # [N, T, L]
     caches = [lvl for lvl in range(lv) if db.level_kinds[lvl] == "cache"
               and not db.per_unit[lvl] and not stored[:, lvl].any()]
     if caches:

@@ -123,6 +123,12 @@ def _finish(study: Study, t: outputs.Tables, folder: Path, stored: optuna.Study 
             + ", ".join(p.name for p in written)]
 
 
+def evaluated_here(prog: Progress) -> bool:
+    """Whether the run's batches carry the model's columns (not a benchmark's empty
+    objective)."""
+    return all(o.columns for _, o in prog.evaluated)
+
+
 def write_all(study: Study, opts: Options, sampler: str, wall: float,
               prog: Progress | None) -> list[str]:
     """Tables, plots, summary and resolved study of the stored run."""
@@ -130,8 +136,13 @@ def write_all(study: Study, opts: Options, sampler: str, wall: float,
     folder = out_dir(study, opts)
     folder.mkdir(parents=True, exist_ok=True)
     url = storage_url(study, opts)
-    stored = optuna.load_study(study_name=study.spec.name, storage=open_storage(url))
-    t = outputs.tables(study, stored, baseline_of(study))
+    stored = prog.stored if prog is not None and prog.stored is not None else \
+        optuna.load_study(study_name=study.spec.name, storage=open_storage(url))
+    known = None
+    if prog is not None and prog.evaluated and evaluated_here(prog):
+        known = pd.concat([outputs.outcome_frame(study, p, o) for p, o in prog.evaluated],
+                          ignore_index=True)
+    t = outputs.tables(study, stored, baseline_of(study), known)
     spec = study.spec.search
     new = prog.new if prog is not None else 0
     run_line = (f"{len(t.trials):,} trials in the study ({new:,} run now in {wall:.1f} s, "

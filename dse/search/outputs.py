@@ -16,7 +16,7 @@ import yaml
 from optuna.trial import TrialState
 
 import dse
-from dse.search.objective import evaluate_designs
+from dse.search.objective import Outcome, evaluate_designs
 from dse.search.pareto import front_mask, hypervolume, reference_point
 from dse.search.run import SURPLUS
 from dse.search.space import Study
@@ -35,39 +35,60 @@ def objective_columns(study: Study) -> list[str]:
     return [f"objective.{g.name}" for g in study.goals]
 
 
+def outcome_frame(study: Study, params: dict[str, np.ndarray], out: Outcome) -> pd.DataFrame:
+    """The table rows of designs `params` evaluated as `out`: parameters (unit-suffixed
+    columns), objectives, per-workload metrics, area, constraint values, feasible, reason."""
+    cols = {p.column: np.asarray(params[p.path], dtype=float) for p in study.params}
+    cols.update({k: v for k, v in out.columns.items() if k not in params})
+    cols.update({f"constraint.{k}": v for k, v in out.constraints.items()})
+    cols["feasible"] = out.feasible
+    cols["reason"] = out.reason
+    return pd.DataFrame(cols)
+
+
 def evaluate_frame(study: Study, params: dict[str, np.ndarray],
                    baseline: dict[str, dict[str, float]]) -> pd.DataFrame:
-    """Every design of `params` evaluated in chunks: parameters (unit-suffixed columns),
-    objectives, per-workload metrics, area, constraint values, feasible and reason."""
+    """Every design of `params` evaluated in chunks (`outcome_frame`'s columns)."""
     n = len(next(iter(params.values()))) if params else 0
     parts = []
     for lo in range(0, n, CHUNK):
         chunk = {k: v[lo:lo + CHUNK] for k, v in params.items()}
-        out = evaluate_designs(study, chunk, baseline)
-        cols = {p.column: out.columns[p.path] for p in study.params}
-        cols.update({k: v for k, v in out.columns.items() if k not in chunk})
-        cols.update({f"constraint.{k}": v for k, v in out.constraints.items()})
-        cols["feasible"] = out.feasible
-        cols["reason"] = out.reason
-        parts.append(pd.DataFrame(cols))
+        parts.append(outcome_frame(study, chunk, evaluate_designs(study, chunk, baseline)))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
-def trials_frame(study: Study, stored: optuna.Study, baseline: dict[str, dict[str, float]]
-                 ) -> pd.DataFrame:
-    """One row per stored trial (number, state, then `evaluate_frame`'s columns); trials a
-    worker asked past the budget are left out."""
+def trials_frame(study: Study, stored: optuna.Study, baseline: dict[str, dict[str, float]],
+                 known: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per stored trial (number, state, then `outcome_frame`'s columns); trials a
+    worker asked past the budget are left out. Rows of `known` (designs this process
+    evaluated, found by their parameters: the model is deterministic) are reused; the
+    other trials are evaluated."""
     trials = [t for t in stored.get_trials(deepcopy=False)
               if not t.user_attrs.get(SURPLUS) and all(p.path in t.params for p in study.params)]
     params = {p.path: np.array([t.params[p.path] for t in trials], dtype=float)
               for p in study.params}
-    frame = evaluate_frame(study, params, baseline) if trials else pd.DataFrame(
-        columns=[p.column for p in study.params])
+    if not trials:
+        frame = pd.DataFrame(columns=[p.column for p in study.params])
+    else:
+        keys = list(zip(*(params[p.path] for p in study.params), strict=True))
+        where: dict[tuple, int] = {}
+        if known is not None and len(known):
+            cols = [known[p.column].to_numpy(float) for p in study.params]
+            where = {k: i for i, k in enumerate(zip(*cols, strict=True))}
+        hit = np.array([k in where for k in keys])
+        parts = []
+        if hit.any():
+            rows = known.iloc[[where[k] for k, h in zip(keys, hit, strict=True) if h]]
+            parts.append(rows.set_axis(np.flatnonzero(hit)))
+        if (~hit).any():
+            rest = {k: v[~hit] for k, v in params.items()}
+            parts.append(evaluate_frame(study, rest, baseline).set_axis(np.flatnonzero(~hit)))
+        frame = pd.concat(parts).sort_index().reset_index(drop=True)
     frame.insert(0, "number", [t.number for t in trials])
     frame.insert(1, "state", [t.state.name for t in trials])
     complete = frame["state"] == TrialState.COMPLETE.name
     if "feasible" in frame:
-        frame["feasible"] = frame["feasible"] & complete
+        frame["feasible"] = frame["feasible"].astype(bool) & complete
         frame["reason"] = np.where(complete, frame["reason"], "not completed")
     return frame
 
@@ -98,9 +119,9 @@ def reference_frame(study: Study, baseline: dict[str, dict[str, float]]) -> pd.D
     return pd.DataFrame(rows)
 
 
-def tables(study: Study, stored: optuna.Study, baseline: dict[str, dict[str, float]]
-           ) -> Tables:
-    frame = trials_frame(study, stored, baseline)
+def tables(study: Study, stored: optuna.Study, baseline: dict[str, dict[str, float]],
+           known: pd.DataFrame | None = None) -> Tables:
+    frame = trials_frame(study, stored, baseline, known)
     return Tables(frame, pareto_frame(study, frame), reference_frame(study, baseline))
 
 

@@ -63,6 +63,8 @@ class Progress:
     front: int = 0
     started: float = field(default_factory=time.perf_counter)
     new: int = 0  # trials this run added
+    evaluated: list = field(default_factory=list)  # (params, Outcome) of each batch run here
+    stored: optuna.Study | None = None  # the stored study as this process holds it
 
     @property
     def rate(self) -> float:
@@ -215,7 +217,7 @@ def run(study: Study, opts: Options, report: Callable[[Progress], None] | None =
         sampler_name, seed + len(previous), spec.population or batch, local=True))
     mem.add_trials(previous)
     dists = study.distributions()
-    prog = Progress(done=len(previous))
+    prog = Progress(done=len(previous), stored=stored)
     feasible_values = np.array([t.values for t in previous
                                 if all(v <= 0 for v in t.constraints.values())]
                                ).reshape(-1, len(study.goals))
@@ -226,13 +228,15 @@ def run(study: Study, opts: Options, report: Callable[[Progress], None] | None =
         while prog.done < target:
             k = min(batch, target - prog.done)
             asked = [mem.ask(dists) for _ in range(k)]
-            outcome = evaluator(study, params_of(study, asked), baseline)
+            params = params_of(study, asked)
+            outcome = evaluator(study, params, baseline)
             tell_batch(mem, study, asked, outcome)
             finished = mem.get_trials(deepcopy=False)[-k:]
             with _no_interrupt():  # a Ctrl-C here would leave the journal's lock half-made
                 stored.add_trials(finished)
             prog.done += k
             prog.new += k
+            prog.evaluated.append((params, outcome))
             ok = outcome.feasible
             prog.feasible += int(ok.sum())
             front = _front(np.vstack([front, outcome.values[ok]]), study.directions)

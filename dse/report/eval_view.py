@@ -48,6 +48,7 @@ def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> d
         "scenario": {"name": res.scenario_name, "description": describe_scenario(sc),
                      "phase": sc.phase, "batch": sc.batch, "seq_in": sc.seq_in,
                      "seq_out": sc.seq_out, "precision": sc.precision,
+                     "pairs": getattr(sc, "pairs", None),
                      "chips": res.chips, "tp": res.tp, "pp": res.pp,
                      "sequences_per_replica": _num(res.sequences[i]),
                      # serve: the engine profile that ran (the scenario's or the default)
@@ -127,8 +128,10 @@ def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) 
     head.add_column("value", justify="right")
     if not doc["feasible"]:
         return Group(heading, Text(f"infeasible: {doc['reason']}"))
-    if sc["sequences_per_replica"] is not None and sc["batch"] == "max":
-        head.add_row("sequences per replica (batch max)", f"{sc['sequences_per_replica']:,.0f}")
+    if sc["sequences_per_replica"] is not None and sc["batch"] in ("max", "best"):
+        unit = "samples" if sc.get("pairs") else "sequences"  # a recommender's are samples
+        head.add_row(f"{unit} per replica (batch {sc['batch']})",
+                     f"{sc['sequences_per_replica']:,.0f}")
     for key, (label, kind) in _METRIC_UNITS.items():
         value = doc["metrics"][key]
         if value is not None:

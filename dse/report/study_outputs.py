@@ -12,7 +12,7 @@ import pandas as pd
 
 from dse.model import evaluate
 from dse.report import pareto_plot as pp
-from dse.report.study_summary import bound_shares, param_label, summary_markdown
+from dse.report.study_summary import best_rows, bound_shares, param_label, summary_markdown
 from dse.search import outputs
 from dse.search.objective import baseline_of
 from dse.search.run import Options, Progress, open_storage, out_dir, storage_url
@@ -93,7 +93,7 @@ def _plots(study: Study, t: outputs.Tables, folder: Path, title: str) -> list[Pa
 def _summary(study: Study, t: outputs.Tables, stored: optuna.Study | None, run_line: str,
              extra: list[str]) -> str:
     cols = outputs.objective_columns(study)
-    best = [r for _, r in pp_best(t, cols, study.directions)]
+    best = [r for _, r in best_rows(t.pareto, cols, study.directions)]
     bounds = {int(r["number"]): _bounds(study, r) for r in best}
     workloads = [(n, f"{n}.{j.throughput_metric}") for n, j in study.jobs.items()]
     return summary_markdown(
@@ -103,12 +103,6 @@ def _summary(study: Study, t: outputs.Tables, stored: optuna.Study | None, run_l
         directions=study.directions, trials=t.trials, front=t.pareto, references=t.references,
         bounds=bounds, importances=_importances(study, stored), workloads=workloads,
         extra=extra)
-
-
-def pp_best(t: outputs.Tables, cols: list[str], directions: list[str]):
-    from dse.report.study_summary import best_rows
-
-    return best_rows(t.pareto, cols, directions)
 
 
 def _finish(study: Study, t: outputs.Tables, folder: Path, stored: optuna.Study | None,

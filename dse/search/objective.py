@@ -74,12 +74,10 @@ def goal_values(goal: Goal, per_job: dict[str, dict[str, np.ndarray]], area_mm2:
 
 
 def evaluate_designs(study: Study, params: dict[str, np.ndarray],
-                     baseline: dict[str, dict[str, float]] | None = None,
-                     hardware=None) -> Outcome:
-    """Evaluate N designs (`params`: canonical path -> [N] SI values; none: the base chip
-    alone, or `hardware` instead of the base) on every workload of `study`."""
-    spec = hardware if hardware is not None else study.hardware
-    tech = study.tech if hardware is None else None
+                     baseline: dict[str, dict[str, float]] | None = None) -> Outcome:
+    """Evaluate N designs (`params`: canonical path -> [N] SI values; none: the study's
+    hardware alone) on every workload of `study`."""
+    spec, tech = study.hardware, study.tech
     db = design_batch(spec, params or None)
     n = db.n
     cons = study.spec.constraints

@@ -249,7 +249,8 @@ def size(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution) -> np.n
     weights; serve also within the engine's max batch and token budget. The workspace is
     the largest operator's, each affine in the batch (its intercept and slope from the
     lowering at 1 and 2 sequences), so the answer is exact: the next sequence does not fit."""
-    table = lower(wl, sc.model_copy(update={"batch": 1}), batch=np.array([1.0, 2.0]))
+    table = lower(wl, sc.model_copy(update={"batch": 1}), batch=np.array([1.0, 2.0]),
+                  chips=ex.dp)
     ops, _ = chip_ops(table, ex)
     ws = activation_bytes(ops)  # [2, I]
     fp = footprint(table, ops, ex, ws)
@@ -314,10 +315,10 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     batch, ceil(batch / dp) per replica); `sequences`: of the whole system."""
     if batch is None:
         per_replica = float(math.ceil(sc.batch / ex.dp))
-        table = lower(wl, sc.model_copy(update={"batch": int(per_replica)}))
+        table = lower(wl, sc.model_copy(update={"batch": int(per_replica)}), chips=ex.dp)
     else:
         per_replica = batch
-        table = lower(wl, sc, batch=batch)
+        table = lower(wl, sc, batch=batch, chips=ex.dp)
     serve = sc.phase == "serve"
     it = iteration(per_replica, sc.seq_in, sc.seq_out, engine_of(sc)) if serve else None
     ops, coll = chip_ops(table, ex, stages_in_sequence=sc.phase in LATENCY_PHASES, own=True)

@@ -191,6 +191,15 @@ def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Col
             groups.append(tp)
             sizes.append(table.written[..., i, A])
             counts.append(table.count[..., i])
+    exchange = table.facts.exchange
+    if ex.dp > 1 and np.any(np.asarray(exchange) > 0):
+        # sharded embedding tables: the pooled rows go back to the chips whose pairs they are
+        names.append("embeddings.all_to_all")
+        kinds.append("all_to_all")
+        stages.append("forward")
+        groups.append(ex.dp)
+        sizes.append(np.asarray(exchange, dtype=float))
+        counts.append(1.0)
     if pp > 1:
         f = table.facts
         passes = f.seq_out if f.phase == "decode" else 1.0

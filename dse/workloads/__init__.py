@@ -153,10 +153,14 @@ def execution_issues(spec: WorkloadSpec, sc: Scenario, tp: int, pp: int
 
 
 def lower(spec: WorkloadSpec, scenario: Scenario, counting: Counting = DEFAULT,
-          batch: Any = None) -> OpTable:
+          batch: Any = None, chips: int = 1) -> OpTable:
     """The operator table of a workload run as a scenario; `batch` ([N] sequences, one per
-    design) replaces the scenario's batch and makes every quantity [N, I]."""
+    design) replaces the scenario's batch and makes every quantity [N, I]. `chips`: the
+    data-parallel replicas, for the kinds whose lowering depends on them (a recommender
+    shards its tables over them)."""
     try:
+        if spec.kind == "recommender":
+            return kind_of(spec).lower(spec, scenario, counting, batch=batch, chips=chips)
         return kind_of(spec).lower(spec, scenario, counting, batch=batch)
     except ValueError as e:
         raise DseError(f"{spec.name}: {e}") from None

@@ -120,6 +120,9 @@ class Facts:
     iteration_tokens: float | np.ndarray = 0.0  # serve: tokens one iteration forwards
     gathers: dict[str, Gather] = field(default_factory=dict)
     """Recommenders: the embedding table each gather operator (by name) reads."""
+    exchange: float | np.ndarray = 0.0
+    """Recommenders on several chips: bytes of pooled rows one chip makes per step for all
+    the chips' pairs, exchanged by an all-to-all (dse.model.parallel)."""
 
     @property
     def weight_bytes(self) -> float:

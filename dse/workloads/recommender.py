@@ -19,6 +19,7 @@ serves differs from the share of the tables it stores.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -110,10 +111,62 @@ def _top_input(spec: RecommenderSpec) -> int:
     return dense + f * (f - 1) // 2
 
 
+@dataclass(frozen=True)
+class Shard:
+    """A piece of an embedding table one chip holds: the whole table (`parts` 1) or one of
+    `parts` row-wise pieces (rows hashed over the pieces, so each serves 1/parts of the
+    table's lookups)."""
+
+    table: int  # index in spec.tables
+    parts: int
+
+
+def plan_shards(spec: RecommenderSpec, chips: int, element_bytes: float
+                ) -> list[list[Shard]]:
+    """The default sharding planner (one list of shards per chip): every table is one load
+    of lookups x row bytes (the gather traffic it causes); a table heavier than a chip's
+    fair share (the total / chips) is split row-wise into just enough equal pieces to fit
+    under it; then the pieces go, heaviest first, each to the chip with the least load so
+    far (ties: the fewest bytes stored). Balances the lookups' traffic first and the bytes
+    second, as TorchRec's planner does by default (its cost: the pooled lookups' bytes)."""
+    pieces: list[tuple[float, float, Shard]] = []  # (load, bytes, shard)
+    loads = [t.lookups * row_bytes(t.dim, element_bytes) for t in spec.tables]
+    fair = sum(w * t.count for w, t in zip(loads, spec.tables, strict=True)) / chips
+    for i, (t, w) in enumerate(zip(spec.tables, loads, strict=True)):
+        parts = max(1, min(chips, math.ceil(w / fair - 1e-9))) if chips > 1 else 1
+        for _ in range(t.count):
+            for _ in range(parts):
+                pieces.append((w / parts, t.rows * t.dim * element_bytes / parts,
+                               Shard(i, parts)))
+    pieces.sort(key=lambda x: (-x[0], -x[1]))
+    chips_: list[list[Shard]] = [[] for _ in range(chips)]
+    load, stored = [0.0] * chips, [0.0] * chips
+    for w, b, shard in pieces:
+        c = min(range(chips), key=lambda k: (load[k], stored[k]))
+        chips_[c].append(shard)
+        load[c] += w
+        stored[c] += b
+    return chips_
+
+
+def critical_chip(spec: RecommenderSpec, plan: list[list[Shard]], element_bytes: float
+                  ) -> list[Shard]:
+    """The shards of the chip with the most gather traffic (it sets the step's pace)."""
+    def load(shards: list[Shard]) -> float:
+        return sum(spec.tables[s.table].lookups
+                   * row_bytes(spec.tables[s.table].dim, element_bytes) / s.parts
+                   for s in shards)
+    return max(plan, key=load)
+
+
 def lower(spec: RecommenderSpec, scenario: RecScenario, counting: Counting = DEFAULT,
-          batch: object = None) -> OpTable:
-    """The operator table of `scenario` (`batch`: [N] samples per design, else the
-    scenario's)."""
+          batch: object = None, chips: int = 1) -> OpTable:
+    """The operator table of `scenario` on one of `chips` chips (`batch`: [N] samples per
+    chip per design, else the scenario's per chip). With several chips the dense layers are
+    data-parallel (each chip its own samples) and the tables are sharded over the chips
+    (`plan_shards`): a chip gathers from its shards for every chip's samples, and an
+    all-to-all returns the pooled rows to the chips whose samples they belong to (the chip
+    with the most gather traffic is modelled)."""
     if scenario.phase != "inference":
         raise ValueError(f"recommender phase {scenario.phase} is not modelled yet; use "
                          "inference")
@@ -125,15 +178,29 @@ def lower(spec: RecommenderSpec, scenario: RecScenario, counting: Counting = DEF
     m = samples * (scenario.pairs or spec.sample.pairs)
     rows: list[OpRow] = []
     gathers: dict[str, Gather] = {}
-    for t in spec.tables:
-        looked = m * t.lookups
-        gathers[f"gather.{t.name}"] = Gather(float(t.rows), zipf_exponent(spec.skew_of(t)),
-                                             t.dim * eb, float(t.lookups))
+    if chips > 1:
+        mine = critical_chip(spec, plan_shards(spec, chips, eb), eb)
+        held: dict[tuple[int, int], int] = {}
+        for sh in mine:
+            held[(sh.table, sh.parts)] = held.get((sh.table, sh.parts), 0) + 1
+    else:
+        held = {(i, 1): t.count for i, t in enumerate(spec.tables)}
+    m_all = m * chips  # every chip's pairs come through this chip's shards
+    stored = 0.0
+    pooled = 0.0  # bytes of pooled rows this chip makes for the other chips' pairs
+    for (i, parts), count in held.items():
+        t = spec.tables[i]
+        name = f"gather.{t.name}" + (f".part{parts}" if parts > 1 else "")
+        looked = m_all * t.lookups / parts
+        gathers[name] = Gather(t.rows / parts, zipf_exponent(spec.skew_of(t)), t.dim * eb,
+                               t.lookups / parts)
         rows.append(OpRow(
-            f"gather.{t.name}", "embedding", "embedding", float(t.count),
-            looked * t.dim, read={"embeddings": looked * row_bytes(t.dim, eb),
-                                  "activations": looked * INDEX_BYTES},
-            written={"activations": m * t.dim * ab}, stage="forward", dtype=dtype))
+            name, "embedding", "embedding", float(count), looked * t.dim,
+            read={"embeddings": looked * row_bytes(t.dim, eb),
+                  "activations": looked * INDEX_BYTES},
+            written={"activations": m_all * t.dim * ab}, stage="forward", dtype=dtype))
+        stored += count * t.rows / parts * t.dim * eb
+        pooled += count * m_all * t.dim * ab
     prev = spec.dense_features
     for i, width in enumerate(spec.bottom_mlp):
         rows.append(_gemm(f"bottom_mlp.{i}", "bottom_mlp", m, width, prev, ab, wb, dtype, w))
@@ -165,16 +232,16 @@ def lower(spec: RecommenderSpec, scenario: RecScenario, counting: Counting = DEF
     for i, width in enumerate(spec.top_mlp):
         rows.append(_gemm(f"top_mlp.{i}", "top_mlp", m, width, prev, ab, wb, dtype, w))
         prev = width
-    stored = sum(t.count * t.rows * t.dim for t in spec.tables) * eb
     facts = Facts(phase="inference", batch=samples, seq_in=1.0,
                   resident={"weights": dense_parameters(spec) * wb, "embeddings": stored},
-                  gathers=gathers)
+                  gathers=gathers, exchange=pooled if chips > 1 else 0.0)
     return OpTable.from_rows(rows, facts)
 
 
 def check(spec: RecommenderSpec, sc: RecScenario, tp: int, pp: int
           ) -> tuple[list[str], list[str]]:
-    """Recommenders run on one chip or data-parallel for now (table sharding follows)."""
-    return [f"--{name} {v}: a recommender is not split tensor- or pipeline-parallel (its "
-            "tables are sharded instead; sharding is not modelled yet)"
+    """Recommenders shard their tables over every chip and run their dense layers
+    data-parallel (`lower`): no tensor or pipeline split."""
+    return [f"--{name} {v}: a recommender is not split tensor- or pipeline-parallel: its "
+            "tables are sharded over all the chips (--chips) and its MLPs run data-parallel"
             for name, v in (("tp", tp), ("pp", pp)) if v > 1], []

@@ -131,3 +131,58 @@ def test_bad_recommender_files_name_file_line_and_key(tmp_path: Path, body: str,
     assert r.exit_code == 2, r.output
     line = r.output.strip().splitlines()[0]
     assert line.startswith(f"{path}:") and f": {where}" in line, line
+
+
+def test_sharding_plan_conserves_bytes_and_lookups() -> None:
+    from dse.workloads.recommender import plan_shards
+
+    wl = dse.load_workload("dlrm-dcnv2")
+    for chips in (2, 3, 8, 16):
+        plan = plan_shards(wl, chips, 1.0)
+        assert len(plan) == chips
+        rows = sum(wl.tables[s.table].rows / s.parts for p in plan for s in p)
+        lookups = sum(wl.tables[s.table].lookups / s.parts for p in plan for s in p)
+        assert rows == pytest.approx(wl.embedding_rows())
+        assert lookups == pytest.approx(214)
+        # the heaviest table (t20: 100 of 214 lookups, 47%) is split row-wise once it is
+        # heavier than a chip's fair share (3 chips and more), not left on one chip
+        if chips >= 3:
+            assert any(wl.tables[s.table].name == "t20" and s.parts > 1 for p in plan for s in p)
+
+
+def test_all_to_all_volume_by_hand(tmp_path: Path) -> None:
+    """Two tables of equal load on two chips: each chip holds one and pools its rows for
+    both chips' pairs (2 x 4 samples x 3 pairs x dim 8 x 2 bytes = 384 B), and sends the
+    other chip its half: an all-to-all over 2 chips moves (2 - 1) / 2 of it."""
+    p = tmp_path / "r.yaml"
+    p.write_text("name: r\nkind: recommender\nsource: t\ndense_features: 4\n"
+                 "skew: {alpha: 1.0}\nbottom_mlp: [8]\ninteraction: {kind: dot}\n"
+                 "top_mlp: [4, 1]\ntables:\n"
+                 "  - {name: a, rows: 1000, dim: 8, lookups: 2}\n"
+                 "  - {name: b, rows: 1000, dim: 8, lookups: 2}\n"
+                 "scenarios:\n  s: {phase: inference, batch: 8, precision: fp16, pairs: 3}\n")
+    wl = dse.load_workload(p)
+    _, sc = resolve_scenario(wl, "s")
+    table = lower(wl, sc.model_copy(update={"batch": 4}), chips=2)
+    assert [n for n in table.name if n.startswith("gather")] in (["gather.a"], ["gather.b"])
+    assert table.facts.exchange == pytest.approx(2 * 4 * 3 * 8 * 2)
+    from dse.model.execution import Execution
+    from dse.model.parallel import COLLECTIVES, chip_ops
+
+    _, coll = chip_ops(table, Execution(chips=2))
+    (i,) = [k for k, n in enumerate(coll.name) if n == "embeddings.all_to_all"]
+    steps, sent = COLLECTIVES[coll.kind[i]](int(coll.group[i]), coll.nbytes[i])
+    assert (steps, float(sent)) == (1, pytest.approx(192.0))
+
+
+def test_tables_too_big_for_one_chip_fit_sharded() -> None:
+    """fp32 DLRM-DCNv2 (104.5 GB of tables) does not fit one H100 (80 GiB); sharded over
+    eight, each holds about an eighth and the pooled rows cross the NVLink switch."""
+    one = _eval("h100-sxm", "dlrm-dcnv2", scenario="mlperf-offline-fp32")
+    assert not one.feasible[0] and "embeddings 104.5 GB" in one.reason[0]
+    eight = _eval("h100-sxm", "dlrm-dcnv2", scenario="mlperf-offline-fp32", chips=8)
+    assert eight.feasible[0]
+    names = list(eight.ops_name)
+    assert eight.ops_bound[0, names.index("embeddings.all_to_all")] == "interconnect"
+    hbm = list(eight.level_names).index("HBM3")
+    assert eight.memory_bytes[0, hbm] < 20e9

@@ -204,8 +204,9 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
             "the chip's technology.node, a node file and compute.style")
     _reject(area_budget is not None and not (area_budget > 0),
             f"area budget: expected a positive area, found {area_budget}")
-    _reject(sc.phase == "training", "phase training is not modelled yet (it needs the "
-            "training memory planner); use gemm, prefill, decode, serve or inference")
+    _reject(sc.phase == "training" and wl.kind != "recommender", "phase training is not "
+            "modelled yet for Transformers (it needs the training memory planner); use gemm, "
+            "prefill, decode, serve or inference")
 
     if isinstance(sc.batch, int):
         seqs = np.full(db.n, float(math.ceil(sc.batch / ex.dp)))

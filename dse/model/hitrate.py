@@ -377,7 +377,11 @@ def _hot_rows(t: _Tables, h: _Harmonic, c: np.ndarray) -> np.ndarray:
     """Rows [N, T] of each table among the hottest `c` bytes, by a water level theta on the
     access rate per byte: a table holds the rows i with share p_i / size >= theta."""
     live = t.share > 0
-    top = np.log(np.where(live, t.share / (h(t.rows) * t.size), 1.0))  # ln density of row 1
+    # ln density of row 1, summed in logs: a tiny share over a large H(R) x size must not
+    # underflow to 0 (a live table that would then never be placed)
+    with np.errstate(divide="ignore"):
+        top = np.where(live, np.log(np.where(live, t.share, 1.0)) - np.log(h(t.rows))
+                       - np.log(t.size), 0.0)
     a = t.alpha
     live_bytes = np.where(live, t.rows * t.size, 0.0).sum(axis=1)
 

@@ -200,6 +200,14 @@ def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Col
         groups.append(ex.dp)
         sizes.append(np.asarray(exchange, dtype=float))
         counts.append(1.0)
+    reduce = table.facts.reduce
+    if ex.dp > 1 and np.any(np.asarray(reduce) > 0):
+        names.append("gradients.all_reduce")  # data-parallel dense layers
+        kinds.append("all_reduce")
+        stages.append("backward")
+        groups.append(ex.dp)
+        sizes.append(np.asarray(reduce, dtype=float))
+        counts.append(1.0)
     if pp > 1:
         f = table.facts
         passes = f.seq_out if f.phase == "decode" else 1.0

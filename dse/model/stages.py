@@ -213,7 +213,7 @@ def phase_metrics(f: Facts, st: Step, sequences: np.ndarray | float, chips: int,
         m["decode_tokens_per_s"] = s_out / total
         m["output_tokens_per_s"] = sequences * s_out / total
         m["tokens_per_s_per_chip"] = m["output_tokens_per_s"] / chips
-    elif phase == "inference":
+    elif phase in ("inference", "training"):
         m["samples_per_s"] = sequences / total
         if not f.gathers:  # a recommender's samples have no tokens
             m["tokens_per_s_per_chip"] = sequences * s_in / total / chips

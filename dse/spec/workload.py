@@ -304,6 +304,14 @@ class RecOptimizer(Spec):
     dense: Literal["sgd", "adagrad", "adagrad_rowwise", "adam"] = "adagrad"
 
 
+class Evaluation(Spec):
+    """Training: forward-only evaluation passes inside the timed run (MLPerf's rules place
+    them every 5% of the epoch): `pairs` evaluated every `every` pairs trained."""
+
+    pairs: int = Field(gt=0)
+    every: int = Field(gt=0)
+
+
 class RecScenario(Scenario):
     """A recommender scenario: `batch` counts samples of `pairs` user-item pairs each;
     sequence lengths do not apply."""
@@ -316,14 +324,17 @@ class RecScenario(Scenario):
     """Stored type of the embedding rows when it differs from `precision`."""
     optimizer: RecOptimizer | None = None
     """Training: the optimizers (default Adagrad for both, as MLPerf fixes)."""
+    evaluation: Evaluation | None = None
+    """Training: evaluation passes counted in the throughput (a benchmark's timed run)."""
 
     @model_validator(mode="after")
     def _phase(self) -> RecScenario:
         if self.phase not in ("inference", "training"):
             raise ValueError(f"a recommender runs phase inference or training, not "
                              f"{self.phase}")
-        if self.optimizer is not None and self.phase != "training":
-            raise ValueError("optimizer goes with phase training")
+        if (self.optimizer is not None or self.evaluation is not None) \
+                and self.phase != "training":
+            raise ValueError("optimizer and evaluation go with phase training")
         return self
 
 

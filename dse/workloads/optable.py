@@ -48,6 +48,7 @@ TENSOR_CLASSES = tuple(c.name for c in CLASSES)
 PLACED_CLASSES = tuple(c.name for c in CLASSES if c.placed)
 KINDS = ("gemm", "attention_score", "attention_value", "softmax", "norm", "activation",
          "residual", "rope", "embedding", "lm_head", "router")
+# (a recommender's optimizer step is a `residual`-kind elementwise operator)
 # How tensor parallelism (Megatron-style) splits an operator over `tp` chips: replicated
 # (norms, residuals, embeddings: every chip does all of it); column (weights split along N:
 # Q/K/V, gate, up; no communication); row (weights split along K: output and down
@@ -122,7 +123,10 @@ class Facts:
     """Recommenders: the embedding table each gather operator (by name) reads."""
     exchange: float | np.ndarray = 0.0
     """Recommenders on several chips: bytes of pooled rows one chip makes per step for all
-    the chips' pairs, exchanged by an all-to-all (dse.model.parallel)."""
+    the chips' pairs (and, training, their gradients back), exchanged by all-to-alls
+    (dse.model.parallel)."""
+    reduce: float | np.ndarray = 0.0
+    """Data-parallel training: bytes of weight gradients all-reduced over the replicas."""
 
     @property
     def weight_bytes(self) -> float:

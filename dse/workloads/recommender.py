@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.spec.workload import RecommenderSpec, RecScenario, Skew
+from dse.spec.workload import RecommenderSpec, RecOptimizer, RecScenario, Skew
 from dse.workloads.optable import Facts, Gather, OpRow, OpTable
 from dse.workloads.transformer import DEFAULT, DTYPE_BYTES, PRECISIONS, Counting
 
@@ -34,6 +34,14 @@ from dse.workloads.transformer import DEFAULT, DTYPE_BYTES, PRECISIONS, Counting
 # (16 B) moves 4x its size.
 ACCESS_GRANULARITY = 64.0
 INDEX_BYTES = 4.0  # int32 row indices (MLPerf DLRM-v2 harnesses; TorchRec's int64: 8)
+# Optimizer state per embedding row of `dim` elements, fp32 (FBGEMM's TBE optimizers): SGD
+# none; Adagrad one accumulator per element; row-wise Adagrad one per row; Adam two moments
+# per element.
+STATE_BYTES = {"sgd": lambda dim: 0.0, "adagrad": lambda dim: 4.0 * dim,
+               "adagrad_rowwise": lambda dim: 4.0, "adam": lambda dim: 8.0 * dim}
+# FLOPs per element of an optimizer update beyond the gradient's add (Adagrad: square,
+# accumulate, sqrt, divide, multiply-add ~5; Adam ~10; SGD: the multiply-add 1).
+UPDATE_FLOPS = {"sgd": 1.0, "adagrad": 5.0, "adagrad_rowwise": 3.0, "adam": 10.0}
 
 
 def zipf_exponent(skew: Skew) -> float:
@@ -167,9 +175,7 @@ def lower(spec: RecommenderSpec, scenario: RecScenario, counting: Counting = DEF
     (`plan_shards`): a chip gathers from its shards for every chip's samples, and an
     all-to-all returns the pooled rows to the chips whose samples they belong to (the chip
     with the most gather traffic is modelled)."""
-    if scenario.phase != "inference":
-        raise ValueError(f"recommender phase {scenario.phase} is not modelled yet; use "
-                         "inference")
+    training = scenario.phase == "training"
     w, a, _, dtype = PRECISIONS[scenario.precision]
     wb = counting.element_bytes or DTYPE_BYTES[w]
     ab = counting.element_bytes or DTYPE_BYTES[a]
@@ -188,18 +194,32 @@ def lower(spec: RecommenderSpec, scenario: RecScenario, counting: Counting = DEF
     m_all = m * chips  # every chip's pairs come through this chip's shards
     stored = 0.0
     pooled = 0.0  # bytes of pooled rows this chip makes for the other chips' pairs
+    opt = scenario.optimizer or RecOptimizer()
     for (i, parts), count in held.items():
         t = spec.tables[i]
         name = f"gather.{t.name}" + (f".part{parts}" if parts > 1 else "")
         looked = m_all * t.lookups / parts
-        gathers[name] = Gather(t.rows / parts, zipf_exponent(spec.skew_of(t)), t.dim * eb,
-                               t.lookups / parts)
+        state = STATE_BYTES[opt.embeddings](t.dim) if training else 0.0
+        gathers[name] = Gather(t.rows / parts, zipf_exponent(spec.skew_of(t)),
+                               t.dim * eb + state, t.lookups / parts)
         rows.append(OpRow(
             name, "embedding", "embedding", float(count), looked * t.dim,
             read={"embeddings": looked * row_bytes(t.dim, eb),
                   "activations": looked * INDEX_BYTES},
             written={"activations": m_all * t.dim * ab}, stage="forward", dtype=dtype))
-        stored += count * t.rows / parts * t.dim * eb
+        if training:
+            # the pooled gradient spread back to every looked-up row, and the optimizer's
+            # read-modify-write of the row and its state (each lookup counted: rows that
+            # repeat within the batch are an upper bound's worth of traffic)
+            rmw = looked * (row_bytes(t.dim, eb) + state)
+            gathers[f"{name}.update"] = gathers[name]
+            rows.append(OpRow(
+                f"{name}.update", "embedding", "embedding", float(count),
+                looked * t.dim * (1 + UPDATE_FLOPS[opt.embeddings]),
+                read={"embeddings": rmw, "activations": m_all * t.dim * ab
+                      + looked * INDEX_BYTES},
+                written={"embeddings": rmw}, stage="backward", dtype="fp32"))
+        stored += count * t.rows / parts * (t.dim * eb + state)
         pooled += count * m_all * t.dim * ab
     prev = spec.dense_features
     for i, width in enumerate(spec.bottom_mlp):
@@ -232,10 +252,57 @@ def lower(spec: RecommenderSpec, scenario: RecScenario, counting: Counting = DEF
     for i, width in enumerate(spec.top_mlp):
         rows.append(_gemm(f"top_mlp.{i}", "top_mlp", m, width, prev, ab, wb, dtype, w))
         prev = width
-    facts = Facts(phase="inference", batch=samples, seq_in=1.0,
-                  resident={"weights": dense_parameters(spec) * wb, "embeddings": stored},
-                  gathers=gathers, exchange=pooled if chips > 1 else 0.0)
+    dense = dense_parameters(spec)
+    weights = dense * wb
+    evals = 0.0  # forward-only pairs evaluated per pair trained
+    if training:
+        rows.extend(_backward([r for r in rows if r.kind != "embedding"], ab))
+        if scenario.evaluation is not None:
+            evals = scenario.evaluation.pairs / scenario.evaluation.every
+            for r in rows:  # the evaluation passes run the forward operators again
+                if r.stage == "forward":
+                    r.count *= 1.0 + evals
+        # the dense optimizer: fp32 master weights and state beside the compute copy
+        master = 4.0 if wb < 4 else 0.0
+        st = STATE_BYTES[opt.dense](1) + master
+        rows.append(OpRow("optimizer.dense", "residual", "optimizer", 1.0,
+                          dense * (1 + UPDATE_FLOPS[opt.dense]),
+                          read={"weights": dense * (wb + st), "gradients": dense * 4.0},
+                          written={"weights": dense * (wb + st)}, stage="backward",
+                          dtype="fp32"))
+        weights = dense * (wb + st)
+    facts = Facts(phase=scenario.phase, batch=samples, seq_in=1.0,
+                  resident={"weights": weights, "embeddings": stored},
+                  gathers=gathers,
+                  exchange=((2.0 + evals) if training else 1.0) * pooled if chips > 1
+                  else 0.0,
+                  reduce=dense * 4.0 if training and chips > 1 else 0.0)
     return OpTable.from_rows(rows, facts)
+
+
+def _backward(forward: list[OpRow], ab: float) -> list[OpRow]:
+    """The backward of the dense operators: each GEMM's input gradient and weight gradient
+    (twice its forward FLOPs, one row of the same shape), each elementwise operator once
+    more; gradients of the weights written in fp32."""
+    out = []
+    for r in forward:
+        if r.kind == "gemm":
+            wgrad = r.read.get("weights", 0.0) / max(DTYPE_BYTES.get(r.wdtype, 2.0), 0.5) * 4.0
+            out.append(OpRow(
+                f"{r.name}.backward", r.kind, r.group, r.count, 2.0 * r.flops,
+                read={"activations": r.written.get("activations", 0.0)
+                      + r.read.get("activations", 0.0), "weights": r.read.get("weights", 0.0)},
+                written={"activations": r.read.get("activations", 0.0), "gradients": wgrad},
+                m=r.m, n=r.n, k=r.k, batch=r.batch, stage="backward", dtype=r.dtype,
+                wdtype=r.wdtype))
+        else:
+            out.append(OpRow(f"{r.name}.backward", r.kind, r.group, r.count, r.flops,
+                             read=dict(r.written) | {"activations": r.read.get(
+                                 "activations", 0.0) + r.written.get("activations", 0.0)},
+                             written={"activations": r.read.get("activations", 0.0)},
+                             stage="backward", dtype=r.dtype))
+    del ab
+    return out
 
 
 def check(spec: RecommenderSpec, sc: RecScenario, tp: int, pp: int

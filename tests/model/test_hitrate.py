@@ -320,3 +320,12 @@ def test_curve_hit_rate():
 def test_curve_rejects_bad_points(points):
     with pytest.raises(ValueError):
         curve_hit_rate(points, [0.5])
+
+
+def test_a_table_with_a_vanishing_share_is_still_placed():
+    """Found by hypothesis: a table whose lookup rate is a denormal (5e-324) had its row
+    density underflow to 0 and was never placed, though the capacity held everything."""
+    tabs = [Table(1, 0.0, 4, 1.0), Table(1, 0.0, 4, 5e-324)]
+    stored, share = shared_top_share(tabs, np.array([0.0, 8.0]))
+    assert np.allclose(stored.sum(axis=1), [0.0, 8.0])
+    assert np.allclose(share[1], [1.0, 1.0])

@@ -186,3 +186,34 @@ def test_tables_too_big_for_one_chip_fit_sharded() -> None:
     assert eight.ops_bound[0, names.index("embeddings.all_to_all")] == "interconnect"
     hbm = list(eight.level_names).index("HBM3")
     assert eight.memory_bytes[0, hbm] < 20e9
+
+
+def test_training_adds_the_backward_and_the_optimizer() -> None:
+    """Training: every dense GEMM gets a backward of twice its FLOPs, every gather an update
+    that reads and writes the looked-up rows and their Adagrad state (one fp32 per element),
+    the tables' footprint carries the state, and the evaluation passes the rules put in
+    the timed run repeat the forward operators."""
+    wl = dse.load_workload("dlrm-dcnv2")
+    _, sc = resolve_scenario(wl, "training")
+    table = lower(wl, sc.model_copy(update={"batch": 1000, "evaluation": None}))
+    names = list(table.name)
+    fwd = table.flops[names.index("top_mlp.0")]
+    assert table.flops[names.index("top_mlp.0.backward")] == pytest.approx(2 * fwd)
+    emb = list(_classes()).index("embeddings")
+    upd = names.index("gather.t20.update")
+    # 1000 pairs x 100 lookups x (512 B fp32 row + 512 B Adagrad state), read and written
+    assert table.read[upd, emb] == pytest.approx(1000 * 100 * 1024)
+    assert table.written[upd, emb] == pytest.approx(1000 * 100 * 1024)
+    assert table.facts.resident["embeddings"] == pytest.approx(2 * 104_542_509_056)
+    with_eval = lower(wl, sc.model_copy(update={"batch": 1000}))
+    r = 89_137_319 / 209_737_728
+    assert with_eval.count[names.index("top_mlp.0")] == pytest.approx(1 + r)
+    assert with_eval.count[names.index("top_mlp.0.backward")] == pytest.approx(1.0)
+
+
+def test_training_on_eight_chips_runs_and_names_its_bounds() -> None:
+    ev = _eval("h100-sxm", "dlrm-dcnv2", phase="training", chips=8)
+    assert ev.feasible[0]
+    names = list(ev.ops_name)
+    assert ev.ops_bound[0, names.index("gradients.all_reduce")] == "interconnect"
+    assert ev.ops_bound[0, names.index("gather.t20.part4.update")] == "HBM3"

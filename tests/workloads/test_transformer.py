@@ -153,8 +153,6 @@ def test_every_shipped_workload_lowers_in_every_scenario(name):
     spec = load_workload(name)
     for scenario in spec.scenarios:
         sc = scenario_for(spec, scenario)
-        if spec.kind == "recommender" and sc.phase == "training":
-            continue  # recommender training: issue 13's next step (dse eval says so)
         if sc.batch == "max":  # resolved against hardware by the performance model
             sc = scenario_for(spec, scenario, batch=4)
         table = lower(spec, sc)

@@ -27,8 +27,9 @@ class WorkloadKind:
     """What the model needs to know of one kind of workload."""
 
     lower: Callable[..., OpTable]
-    """lower(spec, scenario, counting, batch=None): the operator table of a spec run as a
-    scenario; `batch` ([N] sequences) replaces the scenario's, making it [N, I]."""
+    """lower(spec, scenario, counting, batch=None, chips=1): the operator table of a spec run
+    as a scenario on one of `chips` data-parallel chips; `batch` ([N] sequences) replaces the
+    scenario's, making it [N, I]."""
     check: Callable[[Any, Scenario, int, int], tuple[list[str], list[str]]]
     """(errors, warnings) of running a scenario split tp x pp ways."""
     context: Callable[[Any], int | None]
@@ -159,8 +160,6 @@ def lower(spec: WorkloadSpec, scenario: Scenario, counting: Counting = DEFAULT,
     data-parallel replicas, for the kinds whose lowering depends on them (a recommender
     shards its tables over them)."""
     try:
-        if spec.kind == "recommender":
-            return kind_of(spec).lower(spec, scenario, counting, batch=batch, chips=chips)
-        return kind_of(spec).lower(spec, scenario, counting, batch=batch)
+        return kind_of(spec).lower(spec, scenario, counting, batch=batch, chips=chips)
     except ValueError as e:
         raise DseError(f"{spec.name}: {e}") from None

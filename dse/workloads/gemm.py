@@ -8,8 +8,10 @@ from dse.workloads.transformer import DEFAULT, DTYPE_BYTES, PRECISIONS, Counting
 
 
 def lower_gemm(spec: GemmSpec, scenario: Scenario, counting: Counting = DEFAULT,
-               batch: object = None) -> OpTable:
-    """One row: 2*B*M*N*K FLOPs; reads A (activations) and W (weights), writes C."""
+               batch: object = None, chips: int = 1) -> OpTable:
+    """One row: 2*B*M*N*K FLOPs; reads A (activations) and W (weights), writes C (on one
+    chip: `chips` does not apply)."""
+    del chips
     if scenario.phase != "gemm":
         raise ValueError("a gemm workload runs only in phase gemm, "
                        f"not {scenario.phase}")

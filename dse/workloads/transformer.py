@@ -296,10 +296,13 @@ def _backward(rows: list[OpRow]) -> list[OpRow]:
 
 
 def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAULT,
-          batch: np.ndarray | None = None) -> OpTable:
+          batch: np.ndarray | None = None, chips: int = 1) -> OpTable:
     """The operator table of `model` run as `scenario`, or with `batch` ([N] sequences, one
     per design) in place of the scenario's batch: every quantity is then [N, I]. `batch:
-    max` and `best` depend on the hardware and are resolved by the performance model."""
+    max` and `best` depend on the hardware and are resolved by the performance model.
+    `chips` (data-parallel replicas) does not change one replica's table: parallel splits
+    are dse.model.parallel's."""
+    del chips
     if batch is None:
         if not isinstance(scenario.batch, int):
             raise ValueError(f"batch '{scenario.batch}' depends on the hardware; give a "

@@ -19,7 +19,7 @@ import dse
 from dse.search.objective import Outcome, evaluate_designs
 from dse.search.pareto import front_mask, hypervolume, reference_point
 from dse.search.run import SURPLUS
-from dse.search.space import Study
+from dse.search.space import Study, referenced
 
 CHUNK = 4096  # designs per vectorized evaluation (measured fastest per design: 4k-16k)
 
@@ -139,10 +139,8 @@ def write_tables(t: Tables, out: Path) -> list[Path]:
 def _absolute(ref: str, near: Path) -> str:
     """A chip or workload reference as a study file anywhere can use it: paths absolute,
     shipped names as they are."""
-    if ref.endswith((".yaml", ".yml")) or "/" in ref:
-        p = Path(ref).expanduser()
-        return str((p if p.is_absolute() else near / p).resolve())
-    return ref
+    target = referenced(ref, near)
+    return str(target.resolve()) if isinstance(target, Path) else target
 
 
 def resolved_study(study: Study, seed: int, trials: int, sampler: str, batch: int) -> dict:

@@ -222,13 +222,9 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue]
 def _job(data, name: str, w: StudyWorkload, near: Path, issues: list[Issue]) -> Job | None:
     loc = ("workloads", name)
     try:
-        wl = load_workload(w.workload if not w.workload.endswith(".yaml")
-                           else (near / w.workload if not Path(w.workload).is_absolute()
-                                 else Path(w.workload)))
+        wl = load_workload(referenced(w.workload, near))
     except SpecError as e:
-        issues.append(issue_at(data, (*loc, "workload"), "; ".join(i.message if i.line is None
-                                                                   else str(i)
-                                                                   for i in e.issues)))
+        issues.append(issue_at(data, (*loc, "workload"), _messages(e)))
         return None
     fields = {k: v for k, v in (("phase", w.phase), ("batch", w.batch), ("seq_in", w.seq_in),
                                 ("seq_out", w.seq_out), ("precision", w.precision))
@@ -271,14 +267,23 @@ def _goal(data, name: str, o: Objective, jobs: dict[str, StudyWorkload],
     return Goal(name, o, tuple(names), tuple(float(x) for x in w / w.sum()))
 
 
-def _hardware(ref: str, near: Path) -> tuple[HardwareSpec, TechSpec | None, str | None]:
-    """(spec, process-node constants or None, why none) of a chip named in a study file (a
-    path relative to the study file's folder, or a shipped name)."""
-    target: str | Path = ref
+def referenced(ref: str, near: Path) -> str | Path:
+    """A chip or workload a study file names: a path (it ends in .yaml or has a folder)
+    relative to the study file's folder `near`, or a shipped name as it is."""
     if ref.endswith((".yaml", ".yml")) or "/" in ref:
         p = Path(ref).expanduser()
-        target = p if p.is_absolute() else near / p
-    return load_design(target)
+        return p if p.is_absolute() else near / p
+    return ref
+
+
+def _messages(e: SpecError) -> str:
+    """A referenced file's problems as one message (their own positions kept)."""
+    return "; ".join(i.message if i.line is None else str(i) for i in e.issues)
+
+
+def _hardware(ref: str, near: Path) -> tuple[HardwareSpec, TechSpec | None, str | None]:
+    """(spec, process-node constants or None, why none) of a chip named in a study file."""
+    return load_design(referenced(ref, near))
 
 
 def load_study(path: str | Path) -> Study:
@@ -296,8 +301,7 @@ def load_study(path: str | Path) -> Study:
     try:
         hw, tech, no_area = _hardware(spec.base, near)
     except SpecError as e:
-        raise SpecError([issue_at(data, ("base",), "; ".join(
-            i.message if i.line is None else str(i) for i in e.issues))]) from None
+        raise SpecError([issue_at(data, ("base",), _messages(e))]) from None
     params = [_param(data, k, p, hw, issues) for k, p in spec.parameters.items()]
     seen: dict[str, str] = {}
     for p in params:
@@ -328,8 +332,7 @@ def load_study(path: str | Path) -> Study:
         try:
             r_hw, r_tech, _ = _hardware(ref, near)
         except SpecError as e:
-            issues.append(issue_at(data, ("references", i), "; ".join(
-                j.message if j.line is None else str(j) for j in e.issues)))
+            issues.append(issue_at(data, ("references", i), _messages(e)))
             continue
         references.append((r_hw.name, r_hw, r_tech))
     if issues:
@@ -350,8 +353,7 @@ def _modelled_area(data, ref: str, near: Path, issues: list[Issue]) -> float | N
     try:
         spec, tech, why = _hardware(ref, near)
     except SpecError as e:
-        issues.append(issue_at(data, loc, "; ".join(i.message if i.line is None else str(i)
-                                                    for i in e.issues)))
+        issues.append(issue_at(data, loc, _messages(e)))
         return None
     if tech is None:
         issues.append(issue_at(data, loc, f"the area model cannot price {spec.name}: {why}"))

@@ -144,17 +144,22 @@ class Scenario(Spec):
         return self
 
 
-class TransformerSpec(Spec):
-    """A Transformer encoder or decoder."""
+class WorkloadFile(Spec):
+    """What every workload file states besides its kind's own fields."""
 
     name: str = Field(min_length=1)
     """Name of the model; defaults to the file name."""
-    kind: Literal["transformer"]
     source: str = Field(min_length=1)
     """Where the configuration comes from (paper, model card, config.json)."""
     description: str | None = None
     base: str | None = None
     """Workload this one inherits from (a name or a path)."""
+
+
+class TransformerSpec(WorkloadFile):
+    """A Transformer encoder or decoder."""
+
+    kind: Literal["transformer"]
     architecture: Literal["encoder", "decoder"]
     """encoder: bidirectional attention over the whole input (BERT); decoder: causal
     attention with a KV cache (GPT, Llama)."""
@@ -217,15 +222,11 @@ class TransformerSpec(Spec):
         return self.head_dim or self.d_model // self.heads
 
 
-class GemmSpec(Spec):
+class GemmSpec(WorkloadFile):
     """A single (batched) matrix multiply C[B, M, N] = A[B, M, K] @ W[B, K, N]; the
     `gemm:MxNxK` and `gemm:BxMxNxK` workload names build one."""
 
-    name: str = Field(min_length=1)
     kind: Literal["gemm"]
-    source: str = Field(min_length=1)
-    description: str | None = None
-    base: str | None = None
     m: int = Field(gt=0)
     n: int = Field(gt=0)
     k: int = Field(gt=0)
@@ -338,14 +339,10 @@ class RecScenario(Scenario):
         return self
 
 
-class RecommenderSpec(Spec):
+class RecommenderSpec(WorkloadFile):
     """A DLRM-style recommender."""
 
-    name: str = Field(min_length=1)
     kind: Literal["recommender"]
-    source: str = Field(min_length=1)
-    description: str | None = None
-    base: str | None = None
     sample: Sample = Sample()
     dense_features: int = Field(ge=0)
     tables: list[Table] = Field(min_length=1)

@@ -59,6 +59,8 @@ class DesignBatch:
     capacity: np.ndarray  # [N, L] bytes, chip total
     unit_capacity: np.ndarray  # [N, L] bytes per instance (per unit or the whole level)
     bandwidth: np.ndarray  # [N, L] B/s achieved (peak x achievable fraction), chip total
+    gather_bandwidth: np.ndarray  # [N, L] B/s random row gathers reach (peak x gather fraction)
+    gather_granularity: np.ndarray  # [N, L] bytes of the smallest access a gather makes
     link_bandwidth: np.ndarray  # [N] B/s per link per direction
     links: np.ndarray  # [N]
     link_latency: np.ndarray  # [N] s per collective step
@@ -235,7 +237,7 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
                     ach.per_precision.get(p) if ach else None)  # type: ignore[call-overload]
         matrix_fraction[p] = np.where(np.isnan(own), base_frac, own)
 
-    cap_unit, bw_unit, frac, stacks, channels = [], [], [], [], []
+    cap_unit, bw_unit, frac, stacks, channels, gfrac, grain = [], [], [], [], [], [], []
     for lv in spec.memory:
         at = f"memory.{lv.name}"
         scale: dict[str, np.ndarray] = {}  # effect -> factor of its coupled cause
@@ -258,6 +260,13 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
         bw_unit.append(v.get(f"{at}.bandwidth", lv.bandwidth) * scale.get("bandwidth", 1.0))
         frac.append(v.get(f"{at}.achievable.fraction",
                           lv.achievable.fraction if lv.achievable else 1.0))
+        own = lv.gather.fraction if lv.gather else None
+        # the gather fraction follows a --set streaming fraction unless the level states its own
+        gfrac.append(v.get(f"{at}.gather.fraction", own) if own is not None
+                     or v.given(f"{at}.gather.fraction") else
+                     frac[-1] * (lv.gather_fraction() / (lv.achievable.fraction
+                                                         if lv.achievable else 1.0)))
+        grain.append(v.get(f"{at}.gather.granularity", lv.gather_granularity()))
         stacks.append(v.get(f"{at}.stacks", lv.stacks or 0))
         channels.append(v.get(f"{at}.channels", lv.channels or 0))
     per_unit = np.array([lv.scope == "per_unit" for lv in spec.memory])
@@ -265,6 +274,8 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
     cap_u = np.stack(cap_unit, axis=1)
     peak_bandwidth = np.stack(bw_unit, axis=1) * mult
     bandwidth = peak_bandwidth * np.stack(frac, axis=1)
+    gather_bandwidth = peak_bandwidth * np.stack(gfrac, axis=1)
+    gather_granularity = np.stack(grain, axis=1)
     v.finite("a memory level's capacity or bandwidth", cap_u * mult)
     v.finite("a memory level's bandwidth", peak_bandwidth)
 
@@ -289,6 +300,7 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
         per_unit=per_unit, stacks=np.stack(stacks, axis=1), channels=np.stack(channels, axis=1),
         peak_bandwidth=peak_bandwidth,
         capacity=cap_u * mult, unit_capacity=cap_u, bandwidth=bandwidth,
+        gather_bandwidth=gather_bandwidth, gather_granularity=gather_granularity,
         link_bandwidth=v.get("interconnect.link_bandwidth",
                              (ic.link_bandwidth or 0.0) if ic else 0.0),
         links=v.get("interconnect.links", ic.links if ic else 0),

@@ -47,7 +47,6 @@ from dse.model.batch import DesignBatch, design_batch
 from dse.model.execution import Execution
 from dse.model.operating_point import CALIBRATION_GEMMS, calibrate
 from dse.model.parallel import chip_ops, collective_times
-from dse.model.performance import op_times
 from dse.model.placement import WORKSPACE, Placement, place
 from dse.model.power import StepEnergy, step_energy
 from dse.model.power_stage import static_power, with_power
@@ -61,6 +60,7 @@ from dse.model.stages import (
     footprint,
     phase_metrics,
     step,
+    timed,
 )
 from dse.spec.hardware import HardwareSpec
 from dse.spec.technology import TechSpec
@@ -327,7 +327,7 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     fp = footprint(table, ops, ex, ws)
     placed = place(db, fp)
     acc = access(db, placed, fp, ops, ws, table.facts)
-    st = step(db, ops, coll, op_times(db, ops, acc.home, acc.act_home),
+    st = step(db, ops, coll, timed(db, ops, acc, table.facts),
               collective_times(db, coll))
 
     reasons = np.full(db.n, "", dtype=object)

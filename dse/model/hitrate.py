@@ -186,7 +186,7 @@ def _stack(tables: Sequence[Table], n: int) -> _Tables:
 
 # --- LRU: Che's approximation ------------------------------------------------------------
 
-def _che_nodes(rows: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def popularity_nodes(rows: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows per node and the mean popularity of their rows, [..., CHE_HEAD + CHE_BUCKETS]:
     ranks 1..CHE_HEAD one by one, then log-spaced buckets from CHE_HEAD to rows."""
     r = rows[..., None]
@@ -218,7 +218,7 @@ def _che(t: _Tables, capacity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     share = np.broadcast_to(t.share, (n, nt))
     hits = np.where(full[:, None], (share > 0).astype(float), 0.0)
     idx = np.flatnonzero(solve)
-    nodes = _che_nodes(t.rows, t.alpha) if t.rows.shape[0] == 1 else None
+    nodes = popularity_nodes(t.rows, t.alpha) if t.rows.shape[0] == 1 else None
     if nodes is not None and idx.size > _GRID_MIN_DESIGNS:  # same tables: tabulate once
         hits[idx] = _che_grid(*nodes, t.share[..., None], t.size[..., None], c[idx], room[0])
     else:
@@ -226,7 +226,7 @@ def _che(t: _Tables, capacity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         for s in range(0, idx.size, step):
             i = idx[s:s + step]
             sub = t if nodes is not None else _Tables(*(f[i] if len(f) > 1 else f for f in t))
-            weight, p = nodes if nodes is not None else _che_nodes(sub.rows, sub.alpha)
+            weight, p = nodes if nodes is not None else popularity_nodes(sub.rows, sub.alpha)
             hits[i] = _che_solve(weight, p, sub.share[..., None], sub.size[..., None], c[i],
                                  room[i])
     np.clip(hits, 0.0, 1.0, out=hits)

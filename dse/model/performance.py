@@ -152,6 +152,15 @@ _OP_NDIM = {"count": 1, "flops": 1, "read": 2, "written": 2, "onchip": 1, "shape
             "launches": 1}
 
 
+def take_rows(ops: ChipOps, rows: np.ndarray) -> ChipOps:
+    """The operators `rows` of `ops` (every design's)."""
+    fields = {f: getattr(ops, f)[rows] for f in ("name", "kind", "stage", "dtype", "wdtype")}
+    for f, nd in _OP_NDIM.items():
+        v = getattr(ops, f)
+        fields[f] = v[:, rows] if v.ndim > nd else v[rows]
+    return dataclasses.replace(ops, **fields)
+
+
 def _take_ops(ops: ChipOps, idx: np.ndarray, n: int) -> ChipOps:
     """The operators of the designs `idx` (per-design quantities subset, the rest shared)."""
     return dataclasses.replace(ops, **{

@@ -10,16 +10,18 @@ No I/O; arrays over N designs.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from dse import units
 from dse.model.batch import DesignBatch
+from dse.model.distinct import distinct_rows
 from dse.model.execution import Execution
 from dse.model.hitrate import Table, shared_lru_hit_rates, tiered_shares
 from dse.model.parallel import Collectives, collective_volume, resident_split
-from dse.model.performance import A, ChipOps, G, OpTimes
+from dse.model.performance import A, ChipOps, G, OpTimes, op_times, take_rows
 from dse.model.placement import WORKSPACE, Footprint, Placement, cached_level
 from dse.workloads.optable import PLACED_CLASSES, Facts, OpTable
 from dse.workloads.serving import Iteration
@@ -120,41 +122,105 @@ def access(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps,
 
 def gather_home(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps,
                 facts: Facts) -> np.ndarray:
-    """[N, I, L] share of each gather operator's lookups served at each level.
+    """[N, I, L] bytes each gather operator moves at each level, per byte it states.
 
     The tables are placed across the levels that hold them hottest bytes first
-    (hitrate.tiered_shares: stored bytes and served lookups differ), and the innermost
-    shared cache in front of them catches the rows an LRU cache of its capacity keeps
-    (hitrate.shared_lru_hit_rates, Che's approximation over all tables at once). Its hits are
-    the hottest rows, which sit in the fastest tiers: they are taken off the tiers' shares
-    from the fastest down. Operators that gather nothing get zeros."""
+    (hitrate.tiered_shares: stored bytes and served lookups differ; a group of `count`
+    identical tables is one table of count x the bytes and lookups per row), and the
+    innermost shared cache in front of them catches the rows an LRU cache of its capacity
+    keeps (hitrate.shared_lru_hit_rates, Che's approximation over all tables at once). Its
+    hits are the hottest rows, which sit in the fastest tiers: they are taken off the tiers'
+    shares from the fastest down. An operator that touches each distinct row once (the
+    sparse optimizer update) finds them spread over the tiers as the distinct rows are
+    (dse.model.distinct), moves distinct / lookups of the bytes it states, and is credited
+    no cache hits (its rows are far flatter than the lookups). Every share is then scaled
+    by the level's access granularity: each row's arrays rounded up to whole accesses of
+    the level that serves them (`granularity_factor`). Operators that gather nothing get
+    zeros."""
     n, lv = db.n, db.levels
     names = ops.name.tolist()
-    rows = [i for i, name in enumerate(names) if name in facts.gathers]
-    tables = [Table(rows=g.rows, alpha=g.alpha, bytes_per_row=g.row_bytes, rate=g.lookups)
-              for g in (facts.gathers[names[i]] for i in rows)]
+    at = [i for i, name in enumerate(names) if name in facts.gathers]
     out = np.zeros((n, len(names), lv))
-    if not tables:
+    if not at:
         return out
+    count = ops.count if ops.count.ndim == 1 else ops.count[0]
+    own = [i for i in at if not facts.gathers[names[i]].table]
+    index = {names[i]: k for k, i in enumerate(own)}
+    copies = [float(count[i]) for i in own]
+    tables = [Table(rows=g.rows, alpha=g.alpha, bytes_per_row=g.row_bytes * c,
+                    rate=g.lookups * c)
+              for g, c in zip((facts.gathers[names[i]] for i in own), copies, strict=True)]
     fraction = placed.share(EMBEDDINGS)
     stored = fraction * np.broadcast_to(fp[EMBEDDINGS], (n,))[:, None]
     whole = np.flatnonzero((fraction >= 1.0 - 1e-12).all(axis=0))
     if whole.size:  # every design keeps all the tables in one level: it serves every lookup
         share = np.zeros((n, len(tables), lv))
         share[:, :, whole[0]] = 1.0
+        kept = share * np.array([float(np.asarray(t.bytes)) for t in tables])[None, :, None]
     else:
-        _, share = tiered_shares(tables, stored)  # [N, T, L]
+        kept, share = tiered_shares(tables, stored)  # [N, T, L] each
+    looked_up = share.copy()
     caches = [lvl for lvl in range(lv) if db.level_kinds[lvl] == "cache"
               and not db.per_unit[lvl] and not stored[:, lvl].any()]
     if caches:
         hits = shared_lru_hit_rates(tables, db.capacity[:, caches[0]]).per_table  # [N, T]
         left = hits.copy()
         for lvl in range(lv):  # the hits come off the fastest tiers first
-            take = np.minimum(left, share[:, :, lvl])
-            share[:, :, lvl] -= take
+            take = np.minimum(left, looked_up[:, :, lvl])
+            looked_up[:, :, lvl] -= take
             left -= take
-        share[:, :, caches[0]] += hits - left
-    out[:, rows, :] = share
+        looked_up[:, :, caches[0]] += hits - left
+    for i in at:
+        g = facts.gathers[names[i]]
+        k = index[g.table or names[i]]
+        if g.distinct is None:
+            home = looked_up[:, k, :]
+        else:  # the distinct rows, spread over the tiers by the hottest rows each holds
+            hottest = np.cumsum(kept[:, k, :], axis=1) / (g.row_bytes * copies[k])
+            spread = distinct_rows(g.rows, g.alpha, g.distinct, np.minimum(hottest, g.rows))
+            touched = distinct_rows(g.rows, g.alpha, g.distinct)
+            home = np.diff(spread, axis=1, prepend=0.0) / np.maximum(
+                np.reshape(np.asarray(g.distinct, dtype=float), (-1, 1)), 1e-300)
+            home = np.where(np.reshape(touched, (-1, 1)) > 0, home, 0.0)
+        out[:, i, :] = home * granularity_factor(db.gather_granularity, g.pieces or
+                                                 (g.row_bytes,))
+    return out
+
+
+def granularity_factor(granularity: np.ndarray, pieces: tuple[float, ...]) -> np.ndarray:
+    """[N, L] bytes a row access moves at each level per byte of the row: each separately
+    stored array (`pieces`, bytes) rounded up to whole accesses of the level's
+    `granularity` ([N, L] bytes)."""
+    raw = float(sum(pieces))
+    if raw <= 0:
+        return np.ones_like(granularity)
+    moved = sum(np.ceil(p / granularity) * granularity for p in pieces if p > 0)
+    return moved / raw
+
+
+def timed(db: DesignBatch, ops: ChipOps, acc: Access, facts: Facts) -> OpTimes:
+    """Operator times (performance.op_times), the gathers at the levels' gather bandwidth
+    (random row reads reach less of a DRAM tier's bandwidth than streams do:
+    MemoryLevel.gather_fraction): the gather operators are timed as a batch of their own
+    against those bandwidths and put back in place."""
+    rows = np.array([name in facts.gathers for name in ops.name.tolist()], dtype=bool)
+    if not rows.any() or np.array_equal(db.gather_bandwidth, db.bandwidth):
+        return op_times(db, ops, acc.home, acc.act_home)
+    parts = [(np.flatnonzero(rows), dataclasses.replace(db, bandwidth=db.gather_bandwidth)),
+             (np.flatnonzero(~rows), db)]
+    n, i, lv = db.n, len(ops.name), db.levels
+    out = OpTimes(time=np.empty((n, i)), compute=np.empty((n, i)),
+                  traffic=np.empty((n, i, lv)), bound=np.empty((n, i), dtype=np.int8),
+                  missing_rate=np.zeros(n, dtype=bool))
+    for idx, batch in parts:
+        if not idx.size:
+            continue
+        part = op_times(batch, take_rows(ops, idx),
+                        {c: h[:, idx] if h.ndim == 3 else h for c, h in acc.home.items()},
+                        acc.act_home[:, idx])
+        for f in ("time", "compute", "traffic", "bound"):
+            getattr(out, f)[:, idx] = getattr(part, f)
+        out.missing_rate[:] |= part.missing_rate
     return out
 
 

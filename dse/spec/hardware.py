@@ -82,6 +82,51 @@ class Achievable(Spec):
         return self.per_precision.get(precision, self.fraction)  # type: ignore[call-overload]
 
 
+# Smallest access a DRAM interface serves, bytes: one burst of one (pseudo-)channel.
+# HBM2/2E: 64-bit pseudo-channel x BL4 = 32 B (JESD235); HBM3/3E: 32-bit pseudo-channel x BL8
+# = 32 B (JESD238; HBM4 keeps the 32-byte access); DDR4: 64-bit channel x BL8 = 64 B
+# (JESD79-4); DDR5: 32-bit subchannel x BL16 = 64 B (JESD79-5); LPDDR4X/5/5X: 16-bit channel
+# x BL16 = 32 B (JESD209-4/-5); GDDR6/6X/7: 16-bit channel x BL16 = 32 B (JESD250).
+INTERFACE_GRANULARITY = {
+    "hbm2": 32.0, "hbm2e": 32.0, "hbm3": 32.0, "hbm3e": 32.0, "hbm4": 32.0,
+    "ddr4": 64.0, "ddr5": 64.0, "lpddr4x": 32.0, "lpddr5": 32.0, "lpddr5x": 32.0,
+    "gddr6": 32.0, "gddr6x": 32.0, "gddr7": 32.0,
+}
+# Levels without such an interface: a cache moves whole lines (64 B: the x86 and Arm
+# Neoverse line; NVIDIA GPUs' L2 moves 32-byte sectors and their spec files say so); host
+# memory reached over a link moves CPU cache lines (64 B); a software-managed scratchpad or
+# register file moves exactly the bytes asked for (1 B: no rounding).
+KIND_GRANULARITY = {"cache": 64.0, "host": 64.0, "dram": 64.0, "sram": 1.0, "register": 1.0}
+# Random row gathers reach less of a DRAM tier's bandwidth than streaming does (every row
+# opens its own DRAM page): on an H100 SXM, FBGEMM's gather_along_first_dim moves 2,646 GB/s
+# (pytorch/FBGEMM PR #3993, "Add Gather/Scatter related benchmark", H100 80GB SXM5 HBM3) where
+# a device-to-device copy moves 2,903 GB/s (the h100-sxm spec's achievable fraction, 0.867):
+# 2646 / 2903 = 0.911 of the streaming rate, 0.79 of peak. The ratio is the default for
+# every DRAM and host level; caches and scratchpads gather at their streaming rate.
+GATHER_TO_STREAM = 2646.0 / 2903.0
+
+
+class GatherAccess(Spec):
+    """How a level serves random row reads (embedding gathers): the smallest access it moves
+    and the share of its peak bandwidth such reads reach, with the measurement it comes
+    from. Either may be left out for the documented default."""
+
+    granularity: Bytes | None = None
+    """Smallest access, bytes: a gathered row is rounded up to whole accesses (default by
+    interface, else by level kind: INTERFACE_GRANULARITY, KIND_GRANULARITY)."""
+    fraction: Fraction | None = None
+    """Achieved / peak bandwidth for random reads of large rows (default: the streaming
+    fraction x GATHER_TO_STREAM for DRAM and host levels, the streaming fraction otherwise)."""
+    source: str | None = None
+    """Where the figures come from."""
+
+    @model_validator(mode="after")
+    def _granularity(self) -> GatherAccess:
+        if self.granularity is not None and self.granularity < 1:
+            raise ValueError("granularity is at least 1 byte")
+        return self
+
+
 class Tile(Spec):
     """Native tile of the matrix engine, in elements: a GEMM of shape M x N x K runs as
     ceil(M/m) * ceil(N/n) * ceil(K/k) tiles, so small or ragged shapes waste the array."""
@@ -240,6 +285,8 @@ class MemoryLevel(Spec):
     """Number of DDR/LPDDR/GDDR channels at the standard's width (area model)."""
     achievable: Achievable | None = None
     """Achieved fraction of `bandwidth` (e.g. a STREAM-like copy), with its source."""
+    gather: GatherAccess | None = None
+    """Random row reads (embedding gathers): access granularity and achieved fraction."""
     resident: bool | None = None
     """Whether weights and KV cache may stay in this level across steps. Default: yes for
     DRAM, host memory and chip-wide (shared) SRAM scratchpads; no for caches, registers and
@@ -265,6 +312,19 @@ class MemoryLevel(Spec):
         if self.resident is not None:
             return self.resident
         return self.kind in ("dram", "host") or (self.kind == "sram" and self.scope == "shared")
+
+    def gather_granularity(self) -> float:
+        """Bytes of the smallest access a gather makes here (GatherAccess.granularity)."""
+        if self.gather is not None and self.gather.granularity is not None:
+            return self.gather.granularity
+        return INTERFACE_GRANULARITY.get(self.interface or "", KIND_GRANULARITY[self.kind])
+
+    def gather_fraction(self) -> float:
+        """Achieved / peak bandwidth of random row gathers (GatherAccess.fraction)."""
+        if self.gather is not None and self.gather.fraction is not None:
+            return self.gather.fraction
+        stream = self.achievable.fraction if self.achievable else 1.0
+        return stream * (GATHER_TO_STREAM if self.kind in ("dram", "host") else 1.0)
 
     def chip_capacity(self, units: int) -> float:
         """Capacity of the whole level across the chip, bytes."""

@@ -99,6 +99,16 @@ class Gather:
     alpha: float
     row_bytes: float
     lookups: float
+    pieces: tuple[float, ...] = ()
+    """Bytes of each separately stored array one access reads per row (the row; the row and
+    its optimizer state), each rounded up to the serving level's access granularity; empty:
+    the row alone."""
+    table: str = ""
+    """The gather operator whose table this operator touches ("": its own)."""
+    distinct: object = None
+    """For an operator that touches each distinct row once (the sparse optimizer update):
+    the lookups per step ([N] or a number) whose distinct rows it touches; None: every
+    lookup is an access."""
 
 
 @dataclass(frozen=True)

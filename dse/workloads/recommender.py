@@ -27,13 +27,17 @@ from dse.spec.workload import RecommenderSpec, RecOptimizer, RecScenario, Skew
 from dse.workloads.optable import Facts, Gather, OpRow, OpTable
 from dse.workloads.transformer import DEFAULT, DTYPE_BYTES, PRECISIONS, Counting
 
-# Bytes a random row read moves from DRAM at least: 64 B, a DDR4/DDR5 burst (BL8 x 64-bit
-# channel; BL16 x 32-bit DDR5 subchannel, JEDEC JESD79-4/-5) and two 32-byte sectors of an
-# NVIDIA GPU's memory transactions (CUDA C++ Best Practices Guide, "Coalesced Access to
-# Global Memory"). A 64-dimension fp8 row (64 B) wastes nothing; a 16-dimension int8 row
-# (16 B) moves 4x its size.
-ACCESS_GRANULARITY = 64.0
+# The planner's cost of one lookup rounds the row to 64 B, a DDR4/DDR5 burst (JEDEC
+# JESD79-4/-5) and two 32-byte GPU sectors: it ranks tables without knowing the chip. The
+# model itself rounds each row to the access granularity of the level that serves it
+# (MemoryLevel.gather_granularity, applied in dse.model.stages.gather_home).
+PLANNER_GRANULARITY = 64.0
 INDEX_BYTES = 4.0  # int32 row indices (MLPerf DLRM-v2 harnesses; TorchRec's int64: 8)
+# The backward sorts the (row index, position) pairs of a batch by row before it reduces the
+# gradients of repeated rows (FBGEMM's TBE backward, a CUB radix sort): one pass per 8 bits
+# of the row index (CUB's onesweep digit), each reading and writing both 4-byte keys.
+SORT_DIGIT_BITS = 8.0
+SORT_PAIR_BYTES = 2 * INDEX_BYTES
 # Optimizer state per embedding row of `dim` elements, fp32 (FBGEMM's TBE optimizers): SGD
 # none; Adagrad one accumulator per element; row-wise Adagrad one per row; Adam two moments
 # per element.
@@ -70,8 +74,8 @@ def zipf_exponent(skew: Skew) -> float:
 
 
 def row_bytes(dim: int, element_bytes: float) -> float:
-    """Bytes one lookup moves: the row rounded up to the access granularity."""
-    return math.ceil(dim * element_bytes / ACCESS_GRANULARITY) * ACCESS_GRANULARITY
+    """The planner's cost of one lookup, bytes: the row rounded up to PLANNER_GRANULARITY."""
+    return math.ceil(dim * element_bytes / PLANNER_GRANULARITY) * PLANNER_GRANULARITY
 
 
 def _gemm(name: str, group: str, m, n: int, k: int, ab: float, wb: float, dtype: str,
@@ -200,25 +204,36 @@ def lower(spec: RecommenderSpec, scenario: RecScenario, counting: Counting = DEF
         name = f"gather.{t.name}" + (f".part{parts}" if parts > 1 else "")
         looked = m_all * t.lookups / parts
         state = STATE_BYTES[opt.embeddings](t.dim) if training else 0.0
-        gathers[name] = Gather(t.rows / parts, zipf_exponent(spec.skew_of(t)),
-                               t.dim * eb + state, t.lookups / parts)
+        alpha = zipf_exponent(spec.skew_of(t))
+        row = t.dim * eb
+        gathers[name] = Gather(t.rows / parts, alpha, row + state, t.lookups / parts,
+                               pieces=(row,))
         rows.append(OpRow(
             name, "embedding", "embedding", float(count), looked * t.dim,
-            read={"embeddings": looked * row_bytes(t.dim, eb),
-                  "activations": looked * INDEX_BYTES},
+            read={"embeddings": looked * row, "activations": looked * INDEX_BYTES},
             written={"activations": m_all * t.dim * ab}, stage="forward", dtype=dtype))
         if training:
-            # the pooled gradient spread back to every looked-up row, and the optimizer's
-            # read-modify-write of the row and its state (each lookup counted: rows that
-            # repeat within the batch are an upper bound's worth of traffic)
-            rmw = looked * (row_bytes(t.dim, eb) + state)
-            gathers[f"{name}.update"] = gathers[name]
+            # The backward: the lookups sorted by row, the pooled gradients summed per
+            # distinct row, and the optimizer's read-modify-write of each distinct row and
+            # its state once. The table's bytes are stated per lookup here; the model keeps
+            # the distinct rows' share of them (dse.model.distinct, via Gather.distinct: a
+            # row looked up many times is updated once). The optimizer's arithmetic is
+            # counted per lookup, an upper bound (it runs on the vector units, far from
+            # bounding the update).
+            rmw = looked * (row + state)
+            passes = math.ceil(math.log2(max(t.rows / parts, 2.0)) / SORT_DIGIT_BITS)
+            sort = looked * passes * SORT_PAIR_BYTES
+            gathers[f"{name}.update"] = Gather(t.rows / parts, alpha, row + state,
+                                               t.lookups / parts,
+                                               pieces=(row, state) if state else (row,),
+                                               table=name, distinct=looked)
             rows.append(OpRow(
                 f"{name}.update", "embedding", "embedding", float(count),
                 looked * t.dim * (1 + UPDATE_FLOPS[opt.embeddings]),
                 read={"embeddings": rmw, "activations": m_all * t.dim * ab
-                      + looked * INDEX_BYTES},
-                written={"embeddings": rmw}, stage="backward", dtype="fp32"))
+                      + looked * INDEX_BYTES + sort},
+                written={"embeddings": rmw, "activations": sort}, stage="backward",
+                dtype="fp32"))
         stored += count * t.rows / parts * (t.dim * eb + state)
         pooled += count * m_all * t.dim * ab
     prev = spec.dense_features

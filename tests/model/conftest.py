@@ -5,21 +5,21 @@ from collections.abc import Callable
 
 import pytest
 
-EVALUATE = importlib.import_module("dse.model.evaluate")
+STAGES = importlib.import_module("dse.model.stages")
 
 
 def op_times_calls(run: Callable[[], object]) -> list[tuple]:
     """The (batch, ops, home, act_home) of every op_times call `run()` makes through
-    dse.evaluate."""
+    dse.evaluate (the pipeline calls it from dse.model.stages.timed)."""
     calls = []
-    real = EVALUATE.op_times
+    real = STAGES.op_times
 
     def spy(*args):
         calls.append(args)
         return real(*args)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(EVALUATE, "op_times", spy)
+        mp.setattr(STAGES, "op_times", spy)
         run()
     assert calls
     return calls

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import dse
 from dse.cli import app
 from dse.workloads import lower, resolve_scenario
-from dse.workloads.recommender import ACCESS_GRANULARITY, dense_parameters, row_bytes
+from dse.workloads.recommender import PLANNER_GRANULARITY, dense_parameters, row_bytes
 
 
 def _eval(hw: str, wl: str, **kw):
@@ -54,8 +54,8 @@ def _classes():
     return TENSOR_CLASSES
 
 
-def test_rows_round_up_to_the_access_granularity() -> None:
-    assert ACCESS_GRANULARITY == 64
+def test_the_planner_costs_rows_in_64_byte_accesses() -> None:
+    assert PLANNER_GRANULARITY == 64
     assert row_bytes(16, 1.0) == 64  # a 16-byte row moves a whole burst
     assert row_bytes(128, 1.0) == 128
     assert row_bytes(100, 4.0) == 448  # 400 B -> 7 bursts
@@ -201,8 +201,10 @@ def test_training_adds_the_backward_and_the_optimizer() -> None:
     assert table.flops[names.index("top_mlp.0.backward")] == pytest.approx(2 * fwd)
     emb = list(_classes()).index("embeddings")
     upd = names.index("gather.t20.update")
-    # 1000 pairs x 100 lookups x (512 B fp32 row + 512 B Adagrad state), read and written
+    # 1000 pairs x 100 lookups x (512 B fp32 row + 512 B Adagrad state), read and written,
+    # stated per lookup (the model keeps the distinct rows' share: tests/model/test_gathers)
     assert table.read[upd, emb] == pytest.approx(1000 * 100 * 1024)
+    assert table.facts.gathers["gather.t20.update"].distinct == pytest.approx(1000 * 100)
     assert table.written[upd, emb] == pytest.approx(1000 * 100 * 1024)
     assert table.facts.resident["embeddings"] == pytest.approx(2 * 104_542_509_056)
     with_eval = lower(wl, sc.model_copy(update={"batch": 1000}))

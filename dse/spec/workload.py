@@ -327,6 +327,10 @@ class RecScenario(Scenario):
     """Training: the optimizers (default Adagrad for both, as MLPerf fixes)."""
     evaluation: Evaluation | None = None
     """Training: evaluation passes counted in the throughput (a benchmark's timed run)."""
+    sharding: Literal["auto", "row", "column"] = "auto"
+    """Several chips: how a table heavier than a chip's share is cut (auto: column-wise
+    where each piece keeps whole 64-byte accesses per row, else row-wise; see
+    dse.workloads.recommender.plan_shards)."""
 
     @model_validator(mode="after")
     def _phase(self) -> RecScenario:

@@ -125,31 +125,71 @@ def _top_input(spec: RecommenderSpec) -> int:
 
 @dataclass(frozen=True)
 class Shard:
-    """A piece of an embedding table one chip holds: the whole table (`parts` 1) or one of
-    `parts` row-wise pieces (rows hashed over the pieces, so each serves 1/parts of the
-    table's lookups)."""
+    """A piece of an embedding table one chip holds: the whole table (`parts` 1), or one of
+    `parts` pieces cut row-wise (`cut` "row": rows hashed over the pieces, so each serves
+    1/parts of the table's lookups with whole rows and makes a partial pooled sum for every
+    pair) or column-wise (`cut` "column": dim/parts columns of every row, so each serves
+    every lookup with a slice of the row and makes that slice of every pooled row)."""
 
     table: int  # index in spec.tables
     parts: int
+    cut: str = "row"
+
+    def lookups(self, spec: RecommenderSpec) -> float:
+        """Lookups per pair this piece serves."""
+        t = spec.tables[self.table]
+        return t.lookups / self.parts if self.cut == "row" else t.lookups
+
+    def dim(self, spec: RecommenderSpec) -> int:
+        """Columns of each row this piece holds."""
+        t = spec.tables[self.table]
+        return t.dim // self.parts if self.cut == "column" else t.dim
+
+    def rows(self, spec: RecommenderSpec) -> float:
+        """Rows this piece holds."""
+        t = spec.tables[self.table]
+        return t.rows / self.parts if self.cut == "row" else float(t.rows)
+
+    def load(self, spec: RecommenderSpec, element_bytes: float) -> float:
+        """The planner's cost: lookups per pair x the bytes each moves."""
+        return self.lookups(spec) * row_bytes(self.dim(spec), element_bytes)
 
 
-def plan_shards(spec: RecommenderSpec, chips: int, element_bytes: float
-                ) -> list[list[Shard]]:
+def _cut(dim: int, parts: int, element_bytes: float, sharding: str) -> str:
+    """How a table split in `parts` is cut: column-wise where every piece keeps whole
+    PLANNER_GRANULARITY accesses per row (dim divisible by parts and dim / parts x element
+    bytes >= 64 B), which pools each column slice on one chip and so moves the pooled rows
+    once; else row-wise, whose pieces send partial sums of whole pooled rows. `sharding`
+    "row" or "column" forces the cut (column only where dim divides)."""
+    columns = dim % parts == 0
+    if sharding == "column" and columns:
+        return "column"
+    if sharding == "row":
+        return "row"
+    whole = dim // parts * element_bytes >= PLANNER_GRANULARITY
+    return "column" if columns and whole and sharding == "auto" else "row"
+
+
+def plan_shards(spec: RecommenderSpec, chips: int, element_bytes: float,
+                sharding: str = "auto") -> list[list[Shard]]:
     """The default sharding planner (one list of shards per chip): every table is one load
     of lookups x row bytes (the gather traffic it causes); a table heavier than a chip's
-    fair share (the total / chips) is split row-wise into just enough equal pieces to fit
-    under it; then the pieces go, heaviest first, each to the chip with the least load so
-    far (ties: the fewest bytes stored). Balances the lookups' traffic first and the bytes
-    second, as TorchRec's planner does by default (its cost: the pooled lookups' bytes)."""
+    fair share (the total / chips) is split into just enough equal pieces to fit under it,
+    cut column-wise or row-wise (`_cut`); then the pieces go, heaviest first, each to the
+    chip with the least load so far (ties: the fewest bytes stored). Balances the lookups'
+    traffic first and the bytes second, as TorchRec's planner does by default (its cost:
+    the pooled lookups' bytes)."""
     pieces: list[tuple[float, float, Shard]] = []  # (load, bytes, shard)
     loads = [t.lookups * row_bytes(t.dim, element_bytes) for t in spec.tables]
     fair = sum(w * t.count for w, t in zip(loads, spec.tables, strict=True)) / chips
     for i, (t, w) in enumerate(zip(spec.tables, loads, strict=True)):
         parts = max(1, min(chips, math.ceil(w / fair - 1e-9))) if chips > 1 else 1
+        cut = _cut(t.dim, parts, element_bytes, sharding) if parts > 1 else "row"
+        shard = Shard(i, parts, cut)
         for _ in range(t.count):
             for _ in range(parts):
-                pieces.append((w / parts, t.rows * t.dim * element_bytes / parts,
-                               Shard(i, parts)))
+                pieces.append((shard.load(spec, element_bytes),
+                               t.rows * t.dim * element_bytes / parts, shard))
     pieces.sort(key=lambda x: (-x[0], -x[1]))
     chips_: list[list[Shard]] = [[] for _ in range(chips)]
     load, stored = [0.0] * chips, [0.0] * chips
@@ -164,11 +204,7 @@ def plan_shards(spec: RecommenderSpec, chips: int, element_bytes: float
 def critical_chip(spec: RecommenderSpec, plan: list[list[Shard]], element_bytes: float
                   ) -> list[Shard]:
     """The shards of the chip with the most gather traffic (it sets the step's pace)."""
-    def load(shards: list[Shard]) -> float:
-        return sum(spec.tables[s.table].lookups
-                   * row_bytes(spec.tables[s.table].dim, element_bytes) / s.parts
-                   for s in shards)
-    return max(plan, key=load)
+    return max(plan, key=lambda shards: sum(s.load(spec, element_bytes) for s in shards))
 
 
 def lower(spec: RecommenderSpec, scenario: RecScenario, counting: Counting = DEFAULT,
@@ -189,29 +225,32 @@ def lower(spec: RecommenderSpec, scenario: RecScenario, counting: Counting = DEF
     rows: list[OpRow] = []
     gathers: dict[str, Gather] = {}
     if chips > 1:
-        mine = critical_chip(spec, plan_shards(spec, chips, eb), eb)
-        held: dict[tuple[int, int], int] = {}
+        mine = critical_chip(spec, plan_shards(spec, chips, eb, scenario.sharding), eb)
+        held: dict[Shard, int] = {}
         for sh in mine:
-            held[(sh.table, sh.parts)] = held.get((sh.table, sh.parts), 0) + 1
+            held[sh] = held.get(sh, 0) + 1
     else:
-        held = {(i, 1): t.count for i, t in enumerate(spec.tables)}
+        held = {Shard(i, 1): t.count for i, t in enumerate(spec.tables)}
     m_all = m * chips  # every chip's pairs come through this chip's shards
     stored = 0.0
     pooled = 0.0  # bytes of pooled rows this chip makes for the other chips' pairs
     opt = scenario.optimizer or RecOptimizer()
-    for (i, parts), count in held.items():
-        t = spec.tables[i]
-        name = f"gather.{t.name}" + (f".part{parts}" if parts > 1 else "")
-        looked = m_all * t.lookups / parts
-        state = STATE_BYTES[opt.embeddings](t.dim) if training else 0.0
+    for sh, count in held.items():
+        t = spec.tables[sh.table]
+        name = f"gather.{t.name}" + (f".{'part' if sh.cut == 'row' else 'cols'}{sh.parts}"
+                                     if sh.parts > 1 else "")
+        dim, n_rows = sh.dim(spec), sh.rows(spec)
+        looked = m_all * sh.lookups(spec)
+        state = STATE_BYTES[opt.embeddings](dim) if training else 0.0
+        if training and opt.embeddings == "adagrad_rowwise" and sh.cut == "column":
+            state = 4.0  # each column piece keeps its own row-wise accumulator (TorchRec)
         alpha = zipf_exponent(spec.skew_of(t))
-        row = t.dim * eb
-        gathers[name] = Gather(t.rows / parts, alpha, row + state, t.lookups / parts,
-                               pieces=(row,))
+        row = dim * eb
+        gathers[name] = Gather(n_rows, alpha, row + state, sh.lookups(spec), pieces=(row,))
         rows.append(OpRow(
-            name, "embedding", "embedding", float(count), looked * t.dim,
+            name, "embedding", "embedding", float(count), looked * dim,
             read={"embeddings": looked * row, "activations": looked * INDEX_BYTES},
-            written={"activations": m_all * t.dim * ab}, stage="forward", dtype=dtype))
+            written={"activations": m_all * dim * ab}, stage="forward", dtype=dtype))
         if training:
             # The backward: the lookups sorted by row, the pooled gradients summed per
             # distinct row, and the optimizer's read-modify-write of each distinct row and
@@ -221,21 +260,20 @@ def lower(spec: RecommenderSpec, scenario: RecScenario, counting: Counting = DEF
             # counted per lookup, an upper bound (it runs on the vector units, far from
             # bounding the update).
             rmw = looked * (row + state)
-            passes = math.ceil(math.log2(max(t.rows / parts, 2.0)) / SORT_DIGIT_BITS)
+            passes = math.ceil(math.log2(max(n_rows, 2.0)) / SORT_DIGIT_BITS)
             sort = looked * passes * SORT_PAIR_BYTES
-            gathers[f"{name}.update"] = Gather(t.rows / parts, alpha, row + state,
-                                               t.lookups / parts,
+            gathers[f"{name}.update"] = Gather(n_rows, alpha, row + state, sh.lookups(spec),
                                                pieces=(row, state) if state else (row,),
                                                table=name, distinct=looked)
             rows.append(OpRow(
                 f"{name}.update", "embedding", "embedding", float(count),
-                looked * t.dim * (1 + UPDATE_FLOPS[opt.embeddings]),
-                read={"embeddings": rmw, "activations": m_all * t.dim * ab
+                looked * dim * (1 + UPDATE_FLOPS[opt.embeddings]),
+                read={"embeddings": rmw, "activations": m_all * dim * ab
                       + looked * INDEX_BYTES + sort},
                 written={"embeddings": rmw, "activations": sort}, stage="backward",
                 dtype="fp32"))
-        stored += count * t.rows / parts * (t.dim * eb + state)
-        pooled += count * m_all * t.dim * ab
+        stored += count * n_rows * (row + state)
+        pooled += count * m_all * dim * ab
     prev = spec.dense_features
     for i, width in enumerate(spec.bottom_mlp):
         rows.append(_gemm(f"bottom_mlp.{i}", "bottom_mlp", m, width, prev, ab, wb, dtype, w))

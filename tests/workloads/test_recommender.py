@@ -133,21 +133,34 @@ def test_bad_recommender_files_name_file_line_and_key(tmp_path: Path, body: str,
     assert line.startswith(f"{path}:") and f": {where}" in line, line
 
 
-def test_sharding_plan_conserves_bytes_and_lookups() -> None:
+@pytest.mark.parametrize("sharding", ["auto", "row", "column"])
+def test_sharding_plan_conserves_bytes_and_lookups(sharding: str) -> None:
+    """Every piece together holds each table's rows x columns once and serves each of its
+    lookups x columns once, whichever way the heavy tables are cut."""
     from dse.workloads.recommender import plan_shards
 
     wl = dse.load_workload("dlrm-dcnv2")
     for chips in (2, 3, 8, 16):
-        plan = plan_shards(wl, chips, 1.0)
-        assert len(plan) == chips
-        rows = sum(wl.tables[s.table].rows / s.parts for p in plan for s in p)
-        lookups = sum(wl.tables[s.table].lookups / s.parts for p in plan for s in p)
-        assert rows == pytest.approx(wl.embedding_rows())
-        assert lookups == pytest.approx(214)
-        # the heaviest table (t20: 100 of 214 lookups, 47%) is split row-wise once it is
-        # heavier than a chip's fair share (3 chips and more), not left on one chip
-        if chips >= 3:
-            assert any(wl.tables[s.table].name == "t20" and s.parts > 1 for p in plan for s in p)
+        for eb in (1.0, 4.0):
+            plan = plan_shards(wl, chips, eb, sharding)
+            assert len(plan) == chips
+            cells = sum(s.rows(wl) * s.dim(wl) for p in plan for s in p)
+            looked = sum(s.lookups(wl) * s.dim(wl) for p in plan for s in p)
+            assert cells == pytest.approx(sum(t.count * t.rows * t.dim for t in wl.tables))
+            assert looked == pytest.approx(214 * 128)
+            # the heaviest table (t20: 100 of 214 lookups, 47%) is split once it is heavier
+            # than a chip's fair share (3 chips and more), not left on one chip
+            cuts = {s.cut for p in plan for s in p if wl.tables[s.table].name == "t20"
+                    and s.parts > 1}
+            if chips >= 3:
+                assert len(cuts) == 1
+                # auto: columns while a slice keeps 64-byte rows (int8 128 B in 2, fp32
+                # 512 B in up to 8)
+                parts = max(s.parts for p in plan for s in p if wl.tables[s.table].name == "t20")
+                whole = 128 * eb / parts >= 64
+                want = {"auto": "column" if whole else "row", "row": "row",
+                        "column": "column"}[sharding]
+                assert cuts == {want}, (chips, eb)
 
 
 def test_all_to_all_volume_by_hand(tmp_path: Path) -> None:
@@ -173,6 +186,34 @@ def test_all_to_all_volume_by_hand(tmp_path: Path) -> None:
     (i,) = [k for k, n in enumerate(coll.name) if n == "embeddings.all_to_all"]
     steps, sent = COLLECTIVES[coll.kind[i]](int(coll.group[i]), coll.nbytes[i])
     assert (steps, float(sent)) == (1, pytest.approx(192.0))
+
+
+def test_column_cut_pools_each_slice_once(tmp_path: Path) -> None:
+    """One table of dim 64 (fp32: 256 B rows) with all the lookups, on 4 chips: auto cuts
+    it column-wise in 4 slices of 16 columns (64 B); each chip gathers every pair's lookups
+    of its slice and makes a quarter of every pooled row, so the chips' pooled bytes add
+    up to one pooled row per pair. Cut row-wise instead, each piece makes partial sums of
+    whole pooled rows: four times the bytes to exchange."""
+    p = tmp_path / "c.yaml"
+    p.write_text("name: c\nkind: recommender\nsource: t\ndense_features: 4\n"
+                 "skew: {alpha: 1.0}\nbottom_mlp: [64]\ninteraction: {kind: cat}\n"
+                 "top_mlp: [4, 1]\ntables:\n"
+                 "  - {name: big, rows: 100000, dim: 64, lookups: 20}\n"
+                 "scenarios:\n  s: {phase: inference, batch: 8, precision: fp32}\n")
+    wl = dse.load_workload(p)
+    _, sc = resolve_scenario(wl, "s")
+    out = {}
+    for cut in ("auto", "row"):
+        table = lower(wl, sc.model_copy(update={"batch": 2, "sharding": cut}), chips=4)
+        (g,) = [n for n in table.name if n.startswith("gather")]
+        out[cut] = (g, table.facts.exchange,
+                    table.read[list(table.name).index(g), list(_classes()).index("embeddings")])
+    assert out["auto"][0] == "gather.big.cols4" and out["row"][0] == "gather.big.part4"
+    pairs = 2 * 4  # 2 per chip, every chip's pairs through this chip's piece
+    assert out["auto"][1] == pytest.approx(pairs * 16 * 4)
+    assert out["row"][1] == pytest.approx(pairs * 64 * 4)
+    # the same bytes gathered: every lookup x a quarter row, or a quarter of the lookups
+    assert out["auto"][2] == pytest.approx(pairs * 20 * 16 * 4) == out["row"][2]
 
 
 def test_tables_too_big_for_one_chip_fit_sharded() -> None:
@@ -218,4 +259,4 @@ def test_training_on_eight_chips_runs_and_names_its_bounds() -> None:
     assert ev.feasible[0]
     names = list(ev.ops_name)
     assert ev.ops_bound[0, names.index("gradients.all_reduce")] == "interconnect"
-    assert ev.ops_bound[0, names.index("gather.t20.part4.update")] == "HBM3"
+    assert ev.ops_bound[0, names.index("gather.t20.cols4.update")] == "HBM3"

@@ -48,3 +48,8 @@ def suggest(word: str, choices: Iterable[str]) -> str:
     """'; did you mean "x"?' for the closest choice, or '' when nothing is close."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f'; did you mean "{close[0]}"?' if close else ""
+
+
+class ReadError(SpecError):
+    """A file that cannot be read as text at all: missing, not a regular file, too large,
+    binary or not UTF-8. The file itself is the problem, wherever it was referenced from."""

@@ -9,13 +9,15 @@ user's own designs can inherit from each other by name.
 from __future__ import annotations
 
 import difflib
+import errno
 import functools
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from dse.errors import Issue, SpecError
+from dse.errors import Issue, ReadError, SpecError
 from dse.spec import hardware, hardware_checks, lengths, technology, workload
 from dse.spec.messages import issue_at, issues_from, locate
 from dse.spec.types import CLOCK_CONTEXT_KEY
@@ -31,6 +33,9 @@ LIBRARY_FOLDERS = {"hardware": "hwspecs", "workload": "workloads", "study": "stu
 _NOT_INHERITED = ("name", "source", "description", "base")
 # Marker a derived spec puts on an inherited list item (matched by name) to drop it.
 _REMOVE_KEY = "remove"
+# Most `base:` links followed from one file (README, "Input limits"): the shipped specs use
+# at most 2; `dse check` and every loader refuse a longer chain with the same error.
+MAX_BASE_CHAIN = 16
 
 
 def library_dir(kind: str) -> Path:
@@ -51,6 +56,24 @@ def _looks_like_path(ref: str) -> bool:
     return "/" in ref or "\\" in ref or ref.endswith((".yaml", ".yml"))
 
 
+def _is_file(path: Path, ref: str) -> bool:
+    """Whether `path` is a file (a regular file, or anything else that is not a folder:
+    reading it says what is wrong); a name too long for the system is refused."""
+    try:
+        return path.exists() and not path.is_dir()
+    except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:
+            raise SpecError([Issue(_shown(ref), None, None, "", f"name too long ({len(ref)} "
+                                   "characters; a file name has at most 255 bytes)")]
+                            ) from None
+        return True  # let reading the file say what is wrong (permission denied ...)
+
+
+def _shown(ref: str, most: int = 60) -> str:
+    """A name as an error shows it: cut in the middle when long."""
+    return ref if len(ref) <= most else f"{ref[:most // 2]}…{ref[-(most // 2):]}"
+
+
 def resolve(ref: str | Path, kind: str, near: Path | None = None) -> Path:
     """The file a name or path refers to. Raises DseError-style SpecError if none."""
     ref_s = str(ref)
@@ -58,18 +81,19 @@ def resolve(ref: str | Path, kind: str, near: Path | None = None) -> Path:
         path = Path(ref_s).expanduser()
         if near is not None and not path.is_absolute():
             path = near / path
-        if not path.is_file():
-            raise SpecError([Issue(ref_s, None, None, "", "file not found")])
+        if not _is_file(path, ref_s):
+            raise SpecError([Issue(_shown(ref_s), None, None, "", "file not found")])
         return path
     candidates = ([near / f"{ref_s}.yaml"] if near is not None else []) + [
         library_dir(kind) / f"{ref_s}.yaml"]
     for path in candidates:
-        if path.is_file():
+        if _is_file(path, ref_s):
             return path
     names = library_names(kind)
     close = difflib.get_close_matches(ref_s, names, n=3, cutoff=0.5)
     hint = f"did you mean {', '.join(close)}?" if close else f"shipped: {', '.join(names)}"
-    raise SpecError([Issue(ref_s, None, None, "", f"unknown {kind} '{ref_s}' ({hint})")])
+    raise SpecError([Issue(_shown(ref_s), None, None, "",
+                           f"unknown {kind} '{_shown(ref_s)}' ({hint})")])
 
 
 def _named(items: Any) -> bool:
@@ -131,13 +155,57 @@ def _merge(base: Any, over: Any, issues: list[Issue], path: str = "") -> Any:
     return over
 
 
-def read_resolved(path: Path, kind: str, _stack: tuple[Path, ...] = ()) -> LDict:
-    """Read `path` and everything it inherits, merged; positions point at each value's file."""
+def read_resolved(path: Path, kind: str) -> LDict:
+    """Read `path` and everything it inherits, merged; positions point at each value's file.
+    Values shared through YAML aliases are never modified: merging builds new mappings."""
+    return _resolved(path, read_yaml(path, display=str(path)), kind, ())
+
+
+def _chain(path: Path, data: LDict, stack: tuple[Path, ...]) -> tuple[Path, ...]:
+    """The files a `base:` chain has passed through, `path` (read as `data`) last; a file
+    met twice is an inheritance cycle, reported at its `base:`."""
     here = path.resolve()
-    data = read_yaml(path, display=str(path))
-    if here in _stack:
-        chain = " -> ".join(p.name for p in (*_stack, here))
+    if here in stack:
+        chain = " -> ".join(p.name for p in (*stack, here))
         raise SpecError([issue_at(data, ("base",), f"inheritance cycle: {chain}")])
+    return (*stack, here)
+
+
+def _check_chain_length(data: LDict, stack: tuple[Path, ...], base_ref: str) -> None:
+    """Refuse to follow a `base:` beyond MAX_BASE_CHAIN links, at that `base:`."""
+    if len(stack) <= MAX_BASE_CHAIN:
+        return
+    names = [p.name for p in stack] + [_shown(base_ref)]
+    shown = names if len(names) <= 6 else [*names[:3], "…", *names[-3:]]
+    raise SpecError([issue_at(data, ("base",), f"more than {MAX_BASE_CHAIN} levels of base: "
+                                               f"inheritance ({' -> '.join(shown)}); the "
+                                               f"limit is {MAX_BASE_CHAIN}")])
+
+
+def _read_base(base_path: Path, data: LDict) -> LDict:
+    """Read the file `data`'s `base:` names; one that cannot be read as YAML text at all is
+    named as the bad file, with the `base:` that referenced it."""
+    try:
+        return read_yaml(base_path, display=str(base_path))
+    except ReadError as e:
+        at = data.val_pos["base"]
+        where = f"referenced by base: at {at.file}:{at.line}:{at.col}"
+        raise ReadError([replace(i, message=f"{i.message} ({where})") for i in e.issues]
+                        ) from None
+
+
+def _without(data: LDict, keys: tuple[str, ...]) -> LDict:
+    """A new mapping: `data` less `keys`, with the same positions (`data` is unchanged)."""
+    out = LDict(data.pos)
+    for key in data:
+        if key not in keys:
+            out.copy_entry(data, key)
+    return out
+
+
+def _resolved(path: Path, data: LDict, kind: str, stack: tuple[Path, ...]) -> LDict:
+    """`data` (read from `path`) merged onto everything it inherits."""
+    stack = _chain(path, data, stack)
     if "name" not in data:
         data.put("name", path.stem, data.pos, data.pos)
     base_ref = data.get("base")
@@ -146,15 +214,15 @@ def read_resolved(path: Path, kind: str, _stack: tuple[Path, ...] = ()) -> LDict
     if not isinstance(base_ref, str) or not base_ref:
         raise SpecError([issue_at(data, ("base",), "expected the name or path of a spec, "
                                                   f"found {base_ref!r}")])
+    _check_chain_length(data, stack, base_ref)
     try:
         base_path = resolve(base_ref, kind, near=path.parent)
     except SpecError as e:
         raise SpecError([issue_at(data, ("base",), e.issues[0].message)]) from None
-    base = read_resolved(base_path, kind, (*_stack, here))
-    for key in _NOT_INHERITED:
-        base.pop(key, None)
+    base = _resolved(base_path, _read_base(base_path, data), kind, stack)
+    base = _without(base, _NOT_INHERITED)
     if kind == "hardware":
-        _drop_die_facts(base, data)
+        base = _drop_die_facts(base, data)
     issues: list[Issue] = []
     merged = _merge(base, data, issues)
     if issues:
@@ -169,24 +237,26 @@ def read_resolved(path: Path, kind: str, _stack: tuple[Path, ...] = ()) -> LDict
 _DIE_FACTS = ("die_area", "transistors", "as_built")
 
 
-def _drop_die_facts(base: LDict, data: LDict) -> None:
+def _drop_die_facts(base: LDict, data: LDict) -> LDict:
     """A derived design is a new die unless it says `technology.same_die: true`: it does not
-    inherit its base's published area, transistor count or as-built spares."""
+    inherit its base's published area, transistor count or as-built spares. Returns a new
+    mapping (`base` is unchanged)."""
     tech = base.get("technology")
     if not isinstance(tech, LDict):
-        return
-    tech.pop("same_die", None)
+        return base
     own = data.get("technology")
-    if isinstance(own, LDict) and own.get("same_die") is True:
-        return
-    for key in _DIE_FACTS:
-        tech.pop(key, None)
+    same = isinstance(own, LDict) and own.get("same_die") is True
+    dropped = ("same_die",) if same else ("same_die", *_DIE_FACTS)
+    out = _without(base, ())
+    out.copy_entry(base, "technology", _without(tech, dropped))
+    return out
 
 
 def _couple(base: LDict, data: LDict, merged: LDict) -> None:
     """Coupled quantities (dse.spec.vocabulary.COUPLED) on the YAML route: a derived level
     that changes its HBM stacks or DRAM channels and not its capacity or bandwidth scales
-    them per stack (channel) from the inherited values."""
+    them per stack (channel) from the inherited values. It writes only into levels both
+    files name, which `_merge` has just built (never into values read from a file)."""
     mine, inherited, out = data.get("memory"), base.get("memory"), merged.get("memory")
     if not (_named(mine) and _named(inherited) and _named(out)):
         return
@@ -299,7 +369,7 @@ def load_design(ref: str | Path) -> tuple[hardware.HardwareSpec, technology.Tech
     if spec.compute.style is None:
         return spec, None, "the spec gives no compute.style (gpu or array)"
     node = spec.technology.node
-    if not any((folder / f"{node}.yaml").is_file()
+    if not any(_is_file(folder / f"{node}.yaml", node)
                for folder in (path.parent / "tech", library_dir("technology"))):
         return spec, None, (f"no process-node file '{node}' (shipped: "
                             f"{', '.join(library_names('technology'))})")
@@ -344,9 +414,10 @@ def load_workload(ref: str | Path) -> workload.WorkloadSpec:
     return validate(schema, data)  # type: ignore[return-value]
 
 
-def detect_kind(path: Path, data: dict, _depth: int = 0) -> str:
+def detect_kind(path: Path, data: LDict, _stack: tuple[Path, ...] = ()) -> str:
     """What a spec file describes: hardware, workload or study, from its top-level keys or,
-    for a file that only overrides a `base:`, from what the base describes."""
+    for a file that only overrides a `base:`, from what the base describes. A cycle or a
+    chain beyond MAX_BASE_CHAIN is refused as `read_resolved` refuses it."""
     if "kind" in data or "architecture" in data or "scenarios" in data:
         return "workload"
     if "objectives" in data or "parameters" in data:
@@ -356,11 +427,13 @@ def detect_kind(path: Path, data: dict, _depth: int = 0) -> str:
     if "counts" in data and "max_length" in data:
         return "lengths"
     base = data.get("base")
-    if isinstance(base, str) and _depth < 16:
+    if isinstance(base, str) and base:
+        stack = _chain(path, data, _stack)
+        _check_chain_length(data, stack, base)
         for kind in ("hardware", "workload"):
             try:
                 base_path = resolve(base, kind, near=path.parent)
             except SpecError:
                 continue
-            return detect_kind(base_path, read_yaml(base_path), _depth + 1)
+            return detect_kind(base_path, _read_base(base_path, data), stack)
     return "hardware"

@@ -8,9 +8,11 @@ by a software effect outside the hardware keep their error, with a note saying s
 
 from __future__ import annotations
 
+import codecs
 import csv
 import math
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from dse.errors import DseError
 from dse.model import evaluate
 from dse.spec.load import library_dir, library_names, load_design, load_workload
 from dse.spec.workload import is_gemm_name
+from dse.spec.yamlpos import read_bytes
 
 COLUMNS = ("id", "hardware", "chips", "tp", "pp", "workload", "phase", "precision", "batch",
            "seq_in", "seq_out", "metric", "value")
@@ -73,20 +76,84 @@ class Row:
         return out
 
 
+# Largest measurements CSV read (README, "Input limits"): some 250,000 rows as wide as the
+# shipped ones (~250 bytes); the file's bytes are held while its rows are read.
+MAX_CSV_BYTES = 64 << 20
+# Most rows of a measurements CSV: each is held as a record of ~1 KB while the file is
+# validated, so memory stays near 200 MB; 100,000-row sweeps fit.
+MAX_CSV_ROWS = 200_000
+# Longest line of a measurements CSV: a shipped row is ~250 bytes. A field is also limited
+# by the csv module's field size limit (131,072 characters by default).
+MAX_CSV_LINE = 1 << 20
+
+
+def _csv_lines(data: bytes, path: Path) -> Iterator[str]:
+    """The lines of a CSV file's bytes as text, one at a time (line endings kept for the
+    csv module); a leading UTF-8 byte-order mark (Excel writes one) is dropped, and a line
+    that is not UTF-8 text, holds a NUL byte or is too long raises DseError naming it."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise DseError(f"{path}:1: UTF-16 text; save the file as UTF-8")
+    start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    line = 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end + 1
+        line += 1
+        chunk = data[start:end]
+        if len(chunk) > MAX_CSV_LINE:
+            raise DseError(f"{path}:{line}: line longer than {MAX_CSV_LINE:,} bytes (the limit "
+                           "for a measurements CSV)")
+        if b"\0" in chunk:
+            raise DseError(f"{path}:{line}: not a CSV text file: binary data (a NUL byte)")
+        try:
+            yield chunk.decode("utf-8")
+        except UnicodeDecodeError as e:
+            col = len(chunk[:e.start].decode("utf-8", "replace")) + 1
+            raise DseError(f"{path}:{line}: not UTF-8 text: byte 0x{chunk[e.start]:02x} at "
+                           f"column {col} cannot be decoded; save the file as UTF-8") from None
+        start = end
+
+
+def _csv_records(reader: csv.DictReader, path: Path) -> Iterator[tuple[int, dict]]:
+    """(line, row) for each row of `reader`; a csv error raises DseError at its line."""
+    while True:
+        try:
+            raw = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:  # DictReader's own line_num lags behind on an error
+            raise DseError(f"{path}:{reader.reader.line_num}: {_csv_message(e)}") from None
+        yield reader.line_num, raw
+
+
+def _csv_message(e: csv.Error) -> str:
+    text = " ".join(str(e).split())
+    if text.startswith("field larger than field limit"):
+        return (f"a field longer than {csv.field_size_limit():,} characters (the csv field "
+                "size limit); is this a measurements CSV?")
+    return f"malformed CSV: {text}"
+
+
 def read_measurements(path: Path) -> list[dict]:
-    """Rows of a measurements CSV; a malformed file raises DseError naming the line."""
+    """Rows of a measurements CSV; a malformed file raises DseError naming the line. Only a
+    regular file of at most MAX_CSV_BYTES, UTF-8 text (with or without a byte-order mark),
+    is read."""
+    reader = csv.DictReader(_csv_lines(read_bytes(path, str(path), MAX_CSV_BYTES,
+                                                  "a measurements CSV"), path))
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise DseError(f"{path}: cannot read ({e.strerror})") from None
-    reader = csv.DictReader(text.splitlines())
-    missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+        fieldnames = reader.fieldnames
+    except csv.Error as e:
+        raise DseError(f"{path}:{reader.reader.line_num}: {_csv_message(e)}") from None
+    missing = [c for c in COLUMNS if c not in (fieldnames or [])]
     if missing:
         raise DseError(f"{path}:1: missing column(s) {', '.join(missing)}; expected the "
                        f"columns {', '.join(COLUMNS)}")
     rows = []
-    for line, raw in enumerate(reader, start=2):
+    for line, raw in _csv_records(reader, path):
         where = f"{path}:{line}"
+        if len(rows) == MAX_CSV_ROWS:
+            raise DseError(f"{where}: more than {MAX_CSV_ROWS:,} rows (the limit for a "
+                           "measurements CSV); split the file")
 
         def number(col: str, whole: bool = False, optional: bool = False,
                    raw: dict = raw, where: str = where) -> float | None:
@@ -114,17 +181,18 @@ def read_measurements(path: Path) -> list[dict]:
         batch = (raw["batch"] or "").strip()
         if batch != "max":
             batch = int(number("batch", whole=True))  # type: ignore[arg-type]
-        rows.append({
+        rows.append({  # the repeated names interned: one copy for all rows
             "id": (raw["id"] or "").strip() or f"line {line}", "line": line,
-            "hardware": (raw["hardware"] or "").strip(),
-            "workload": (raw["workload"] or "").strip(),
+            "hardware": sys.intern((raw["hardware"] or "").strip()),
+            "workload": sys.intern((raw["workload"] or "").strip()),
             "chips": int(number("chips", whole=True)),  # type: ignore[arg-type]
             "tp": int(number("tp", whole=True)),  # type: ignore[arg-type]
             "pp": int(number("pp", whole=True)),  # type: ignore[arg-type]
-            "phase": phase, "precision": (raw["precision"] or "").strip(), "batch": batch,
+            "phase": sys.intern(phase), "precision": sys.intern((raw["precision"] or "").strip()),
+            "batch": batch,
             "seq_in": number("seq_in", whole=True, optional=True),
             "seq_out": number("seq_out", whole=True, optional=True),
-            "metric": metric, "value": number("value"),
+            "metric": sys.intern(metric), "value": number("value"),
         })
     return rows
 

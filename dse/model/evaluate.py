@@ -42,6 +42,7 @@ import numpy as np
 
 from dse import units
 from dse.errors import DseError
+from dse.model import training
 from dse.model.area import area
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.execution import Execution
@@ -51,8 +52,9 @@ from dse.model.placement import WORKSPACE, Placement, place
 from dse.model.power import StepEnergy, step_energy
 from dse.model.power_stage import static_power, with_power
 from dse.model.stages import (
-    INTERCONNECT,
     LATENCY_PHASES,
+    METRICS,
+    PIPELINE,
     Step,
     access,
     activation_bytes,
@@ -105,6 +107,10 @@ class Evaluation:
     power_limited: np.ndarray | None = None  # [N] bool: slowed to fit the TDP (with tech)
     energy: StepEnergy | None = None  # per chip and step, unthrottled (with tech)
     warnings: tuple[str, ...] = ()  # legal but suspect inputs (lengths beyond the context)
+    training: dict[str, np.ndarray] | None = None
+    """Transformer training: per design the setup chosen (micro_batch, microbatches, zero,
+    recompute, sequence_parallel) and the memory planner's bytes per chip
+    (memory_<part>_bytes)."""
 
     @property
     def n(self) -> int:
@@ -121,9 +127,10 @@ class Evaluation:
     @property
     def ops_bound(self) -> np.ndarray:
         """[N, J] str: compute, a level name, overhead or interconnect."""
-        labels = np.array(["interconnect", "overhead", "compute", *self.level_names],
-                          dtype=object)  # codes INTERCONNECT, OVERHEAD, 0, 1 + level
-        return labels[self.ops_bound_code - INTERCONNECT]
+        labels = np.array(["pipeline", "interconnect", "overhead", "compute",
+                           *self.level_names], dtype=object)
+        # codes PIPELINE, INTERCONNECT, OVERHEAD, 0, 1 + level
+        return labels[self.ops_bound_code - PIPELINE]
 
     def columns(self) -> dict[str, np.ndarray]:
         """One array per column, one row per design: overrides (paths as given, SI values),
@@ -138,6 +145,8 @@ class Evaluation:
             cols[f"memory_{name}_bytes"] = self.memory_bytes[:, level]
         if self.power_limited is not None:
             cols["power_limited"] = self.power_limited
+        for k, v in (self.training or {}).items():
+            cols[f"training.{k}"] = v
         return cols
 
     def op_records(self, i: int = 0) -> list[dict]:
@@ -204,11 +213,19 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
             "the chip's technology.node, a node file and compute.style")
     _reject(area_budget is not None and not (area_budget > 0),
             f"area budget: expected a positive area, found {area_budget}")
-    _reject(sc.phase == "training" and wl.kind != "recommender", "phase training is not "
-            "modelled yet for Transformers (it needs the training memory planner); use gemm, "
-            "prefill, decode, serve or inference")
+    _reject(sc.phase == "training" and wl.kind not in ("recommender", "transformer"),
+            f"phase training is for Transformers and recommenders, not a {wl.kind} workload")
 
-    if isinstance(sc.batch, int):
+    setup: dict[str, np.ndarray] | None = None
+    if sc.phase == "training" and wl.kind == "transformer":
+        tr = training.run(db, wl, sc, ex)
+        run = Run(step=tr.step, placement=tr.placement, feasible=tr.feasible,
+                  reason=tr.reason, metrics={**{k: np.full(db.n, np.nan) for k in METRICS},
+                                             **tr.metrics})
+        seqs = np.full(db.n, float(sc.batch) / ex.dp)
+        none_fit = np.zeros(db.n, dtype=bool)
+        setup = {**tr.setup, **{f"memory_{k}_bytes": v for k, v in tr.memory.items()}}
+    elif isinstance(sc.batch, int):
         seqs = np.full(db.n, float(math.ceil(sc.batch / ex.dp)))
         none_fit = np.zeros(db.n, dtype=bool)
         run = _run(db, wl, sc, ex, None, float(sc.batch))
@@ -240,7 +257,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
         memory_bytes=run.placement.used, level_names=db.level_names, ops_name=step.names,
         ops_count=step.count, ops_flops=step.flops, op_traffic=step.traffic,
         ops_time=step.time, ops_bound_code=step.bound, power_limited=limited, energy=energy,
-        warnings=tuple(warnings))
+        warnings=tuple(warnings), training=setup)
 
 
 def size(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution) -> np.ndarray:

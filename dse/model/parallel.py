@@ -57,6 +57,7 @@ class Split:
 
 
 _W, _A, _KV = "weights", "activations", "kv_cache"
+_G, _O = "gradients", "optimizer_state"
 SPLITS: dict[str, Split] = {
     "replicated": Split(),
     "column": Split(flops=True, n=True, read=frozenset({_W}), written=frozenset({_A, _KV})),
@@ -66,6 +67,13 @@ SPLITS: dict[str, Split] = {
     "part": Split(flops=True, read=frozenset({_A}), written=frozenset({_A})),
     "vocab": Split(flops=True, n=True, read=frozenset({_W}), written=frozenset({_A}),
                    collective="all_gather"),
+    "column_bwd": Split(flops=True, n=True, read=frozenset({_W, _A}),
+                        written=frozenset({_G}), collective="all_reduce"),
+    "column_bwd_sum": Split(flops=True, n=True, read=frozenset({_W, _A}),
+                            written=frozenset({_G})),
+    "row_bwd": Split(flops=True, k=True, read=frozenset({_W, _A}),
+                     written=frozenset({_A, _G})),
+    "shard": Split(flops=True, read=frozenset({_W, _G, _O}), written=frozenset({_W, _O})),
 }
 assert set(SPLITS) == set(TABLE_SPLITS), "every split the lowering uses is defined here"
 
@@ -180,6 +188,9 @@ def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Col
     """The collective each split declares (over the tp group) and the pipeline sends."""
     tp, pp = ex.tp, ex.pp
     names, kinds, stages, groups, sizes, counts = [], [], [], [], [], []
+    # throughput phases: a chip runs the layers of its stage only (as chip_ops counts them)
+    per_stage = math.ceil((table.facts.layers or pp) / pp) / (table.facts.layers or pp) \
+        if not stages_in_sequence and pp > 1 else 1.0
     if tp > 1:
         for i, s in enumerate(table.split):
             kind = SPLITS[s].collective
@@ -190,7 +201,7 @@ def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Col
             stages.append(table.stage[i])
             groups.append(tp)
             sizes.append(table.written[..., i, A])
-            counts.append(table.count[..., i])
+            counts.append(table.count[..., i] * (per_stage if table.layer[i] else 1.0))
     exchange = table.facts.exchange
     if ex.dp > 1 and np.any(np.asarray(exchange) > 0):
         # sharded embedding tables: the pooled rows go back to the chips whose pairs they are

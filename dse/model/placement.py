@@ -52,10 +52,14 @@ class Rule:
 # tensor class (optable.PLACED_CLASSES) and the workspace has a rule. Embedding tables come
 # last: they are large and read by gathers whose hot rows caches catch, while the dense
 # weights and activations are read whole on every step.
+# Training's footprint-only entries (the stored activations and temporaries, the gradients)
+# follow the workspace; the optimizer state comes last but for the tables: it is touched once
+# per step, so it is the first to leave fast memory.
+TRAINING = "training_state"
 POLICY: tuple[Rule, ...] = (Rule("weights"), Rule("kv_cache"), Rule(WORKSPACE),
-                            Rule("embeddings"))
+                            Rule(TRAINING), Rule("optimizer_state"), Rule("embeddings"))
 PLACED = tuple(r.name for r in POLICY)
-assert set(PLACED) == {*PLACED_CLASSES, WORKSPACE}, "every placed class has a rule"
+assert set(PLACED) == {*PLACED_CLASSES, WORKSPACE, TRAINING}, "every placed class has a rule"
 
 
 @dataclass(frozen=True)
@@ -76,8 +80,10 @@ class Placement:
         return self.fraction[:, PLACED.index(name)]
 
 
-def place(batch: DesignBatch, footprint: Footprint) -> Placement:
-    """Place each class of `footprint` into the levels its rule allows, in POLICY order."""
+def place(batch: DesignBatch, footprint: Footprint,
+          allowed: dict[str, tuple[str, ...]] | None = None) -> Placement:
+    """Place each class of `footprint` into the levels its rule allows, in POLICY order;
+    `allowed` confines a class to the named levels (a training scenario's offload)."""
     n, lv = batch.n, batch.levels
     free = batch.resident_capacity.copy()
     fraction = np.zeros((n, len(POLICY), lv))
@@ -85,8 +91,11 @@ def place(batch: DesignBatch, footprint: Footprint) -> Placement:
     for p, rule in enumerate(POLICY):
         need = np.broadcast_to(np.asarray(footprint[rule.name], dtype=float), (n,))
         remaining = need.copy()
+        only = (allowed or {}).get(rule.name)
         for level in range(lv):
             if batch.level_kinds[level] not in rule.kinds:
+                continue
+            if only is not None and batch.level_names[level] not in only:
                 continue
             take = np.minimum(remaining, free[:, level])
             free[:, level] -= take

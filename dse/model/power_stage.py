@@ -19,7 +19,8 @@ from dse.workloads.serving import engine_of
 
 POWER_METRICS = ("power_w", "clock_hz", "energy_per_token_j", "energy_per_sample_j",
                  "energy_per_step_j", "area_mm2")
-TIME_METRICS = ("latency_s", "ttft_s", "tpot_s")  # stretched when the clock drops
+TIME_METRICS = ("latency_s", "ttft_s", "tpot_s", "step_time_s")  # stretched when the
+# clock drops
 # (design, node) -> energy per matrix FLOP per precision [N] J, clocked W per unit [N]
 OperatingPoint = Callable[[DesignBatch, TechSpec], tuple[dict[str, np.ndarray], np.ndarray]]
 

@@ -30,8 +30,9 @@ EMBEDDINGS = "embeddings"
 METRICS = ("latency_s", "ttft_s", "tpot_s", "decode_tokens_per_s", "output_tokens_per_s",
            "samples_per_s", "achieved_flop_per_s", "tokens_per_s_per_chip")
 LATENCY_PHASES = ("gemm", "prefill", "decode")
-# Bound codes of an operator: 0 compute, 1 + l memory level l, and these two.
-OVERHEAD, INTERCONNECT = -1, -2
+# Bound codes of an operator: 0 compute, 1 + l memory level l, and these three (PIPELINE:
+# a training step's pipeline bubble, idle time the stages' dependencies leave).
+OVERHEAD, INTERCONNECT, PIPELINE = -1, -2, -3
 
 @dataclass(frozen=True)
 class Access:

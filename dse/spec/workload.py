@@ -71,6 +71,63 @@ class Engine(Spec):
     iterations. null: no limit."""
 
 
+class Offload(Spec):
+    """Training: model states kept in a slower memory level and streamed over its link
+    (ZeRO-Offload, ZeRO-Infinity)."""
+
+    to: str = Field(min_length=1)
+    """Name of the hardware's memory level that holds them (host, an LPDDR or CXL tier)."""
+    optimizer: float = Field(default=1.0, ge=0, le=1)
+    """Share of the optimizer state (with the fp32 master weights) kept there."""
+    parameters: float = Field(default=0.0, ge=0, le=1)
+    """Share of the 16-bit parameters kept there (ZeRO-Infinity parameter offload)."""
+
+
+class Compression(Spec):
+    """Training: stored activations compressed between the forward and the backward (Gist,
+    cDMA): they take 1 / factor of the memory, at a compute cost per byte."""
+
+    factor: float = Field(ge=1)
+    """Bytes before / after compression (Gist: 2-4x lossless-ish encodings; cDMA ~2.6x)."""
+    flops_per_byte: float = Field(default=4.0, ge=0)
+    """Vector operations per uncompressed byte to compress and decompress it again (default
+    4: an encode and a decode pass of about two operations each per byte)."""
+
+
+class Training(Spec):
+    """How a Transformer trains (phase training): the scenario's `batch` is the global batch
+    in sequences and `seq_in` the sequence length. A field left out is chosen per design
+    as the fastest choice that fits (dse.model.training); tensor and pipeline parallelism
+    are the execution's (--tp, --pp), data parallelism the chips left over."""
+
+    micro_batch: int | None = Field(default=None, ge=1)
+    """Sequences per micro-batch per data-parallel replica."""
+    optimizer: Literal["sgd", "momentum", "adam", "adamw"] = "adam"
+    optimizer_state: float | None = Field(default=None, ge=0)
+    """Optimizer state in fp32 words per parameter, for optimizers not listed (Adam: 2)."""
+    zero: Literal[0, 1, 2, 3] | None = None
+    """ZeRO stage over the data-parallel ranks (3 = FSDP)."""
+    recompute: Literal["none", "selective", "full"] | None = None
+    """Activation recomputation (Korthikanti et al. 2022)."""
+    sequence_parallel: bool | None = None
+    """Megatron sequence parallelism (with --tp > 1)."""
+    context_parallel: int = Field(default=1, ge=1)
+    expert_parallel: int = Field(default=1, ge=1)
+    schedule: Literal["1f1b", "interleaved"] = "1f1b"
+    virtual_stages: int = Field(default=1, ge=1)
+    """Interleaved schedule: model chunks per pipeline rank."""
+    dropout: bool = False
+    """Whether the model trains with dropout (its masks are stored)."""
+    offload: Offload | None = None
+    compression: Compression | None = None
+
+    @model_validator(mode="after")
+    def _schedule(self) -> Training:
+        if self.virtual_stages > 1 and self.schedule != "interleaved":
+            raise ValueError("virtual_stages > 1 goes with schedule interleaved")
+        return self
+
+
 class Scenario(Spec):
     """A named way to run the model; the CLI can override each field."""
 
@@ -95,6 +152,9 @@ class Scenario(Spec):
     engine: Engine | None = None
     """Serve: the serving engine's profile (iteration overhead, KV admission, limits); fields
     not given keep the documented default (Engine)."""
+    training: Training | None = None
+    """Training of a Transformer: micro-batch, optimizer, ZeRO, recomputation, offload;
+    fields not given are chosen per design (dse.model.training)."""
     lengths: LengthDistribution | None = None
     """Inference: the distribution of the sequences' real lengths when the harness skips
     padding (each at most seq_in): a shipped name (squad-v1.1), a histogram (a list of
@@ -134,6 +194,8 @@ class Scenario(Spec):
             raise ValueError("latency_target goes with batch 'best'")
         if self.engine is not None and self.phase != "serve":
             raise ValueError("engine goes with phase serve")
+        if self.training is not None and self.phase != "training":
+            raise ValueError("training (the training setup) goes with phase training")
         if self.lengths is not None:
             if self.phase != "inference":
                 raise ValueError(f"lengths (a length distribution) goes with phase inference; "
@@ -340,6 +402,9 @@ class RecScenario(Scenario):
         if (self.optimizer is not None or self.evaluation is not None) \
                 and self.phase != "training":
             raise ValueError("optimizer and evaluation go with phase training")
+        if self.training is not None:
+            raise ValueError("training: a recommender states its optimizer and evaluation "
+                             "passes directly in the scenario (optimizer, evaluation)")
         return self
 
 

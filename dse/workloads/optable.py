@@ -42,6 +42,9 @@ CLASSES: tuple[TensorClass, ...] = (
     # Recommender embedding tables: stored like weights, read by skewed gathers (the share
     # of lookups a level serves is not the share of the tables it stores: dse.model.hitrate)
     TensorClass("embeddings", placed=True, operand=""),
+    # Training: the optimizer's state (fp32 master weights and moments), read and written
+    # once per step by the optimizer; a scenario may keep it in a slower tier (offload)
+    TensorClass("optimizer_state", placed=True, operand=""),
 )
 # Tensor classes, in column order of `read` and `written`.
 TENSOR_CLASSES = tuple(c.name for c in CLASSES)
@@ -55,7 +58,13 @@ KINDS = ("gemm", "attention_score", "attention_value", "softmax", "norm", "activ
 # projections; an all-reduce of the output follows); heads (attention: heads split); part
 # (elementwise work on a split tensor); vocab (LM head split along the vocabulary; an
 # all-gather of the logits follows).
-SPLITS = ("replicated", "column", "row", "heads", "part", "vocab")
+# Training adds the backward of the split GEMMs -- column_bwd (a column-parallel GEMM's input
+# gradient is a partial sum: an all-reduce follows, Megatron's `f` operator) and row_bwd (no
+# communication) -- and shard (every class split: the optimizer step over its shard).
+# column_bwd_sum is a column-parallel GEMM whose input another one shares (K and V with Q,
+# up with gate): its input gradient is added to that one's before their single all-reduce.
+SPLITS = ("replicated", "column", "row", "heads", "part", "vocab", "column_bwd",
+          "column_bwd_sum", "row_bwd", "shard")
 # Matrix-engine kinds: the rest run on vector units (or are pure data movement: embedding).
 MATRIX_KINDS = ("gemm", "attention_score", "attention_value", "lm_head", "router")
 
@@ -129,6 +138,8 @@ class Facts:
     context_max: float = 0.0  # tokens in the KV cache at the end of the step
     context_avg: float = 0.0  # tokens in the KV cache on average over the generation
     iteration_tokens: float | np.ndarray = 0.0  # serve: tokens one iteration forwards
+    allowed: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Placed classes a scenario confines to named memory levels (training offload)."""
     gathers: dict[str, Gather] = field(default_factory=dict)
     """Recommenders: the embedding table each gather operator (by name) reads."""
     exchange: float | np.ndarray = 0.0

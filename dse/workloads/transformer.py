@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from dse.spec.workload import Scenario, TransformerSpec, parameter_counts
+from dse.workloads import training
 from dse.workloads.optable import Facts, OpRow, OpTable
 from dse.workloads.serving import Iteration, engine_of, iteration, kv_tokens
 
@@ -283,16 +284,27 @@ def _backward(rows: list[OpRow]) -> list[OpRow]:
     what the forward read plus the gradient of what it wrote, and writes the gradient of
     what it read (weight gradients in the `gradients` class)."""
     out = []
-    for r in rows:
+    for i, r in enumerate(rows):
         acts_read = r.read.get("activations", 0.0) + r.read.get("kv_cache", 0.0)
+        split = BACKWARD_SPLITS.get(r.split, r.split)
+        prev = rows[i - 1] if i else None
+        if split == "column_bwd" and prev is not None and prev.split == "column" \
+                and (prev.m, prev.k) == (r.m, r.k):
+            split = "column_bwd_sum"  # same input as the row before: one all-reduce
         grads_in = sum(r.written.values())
         out.append(OpRow(
             f"{r.name}.backward", r.kind, r.group, r.count, 2 * r.flops,
             read={"weights": r.read.get("weights", 0.0), "activations": acts_read + grads_in},
             written={"activations": acts_read, "gradients": r.read.get("weights", 0.0)},
             m=r.m, n=r.n, k=r.k, batch=r.batch, stage="backward", dtype=r.dtype,
-            wdtype=r.wdtype, split=r.split, layer=r.layer))
+            wdtype=r.wdtype, split=split, layer=r.layer))
     return out
+
+
+# The backward of a tensor-parallel GEMM: a column-parallel (or vocabulary-parallel) GEMM's
+# input gradient is a partial sum over the ranks and is all-reduced (Megatron's `f`); a
+# row-parallel GEMM's is already split and needs none (Shoeybi et al. 2019, Fig. 3).
+BACKWARD_SPLITS = {"column": "column_bwd", "vocab": "column_bwd", "row": "row_bwd"}
 
 
 def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAULT,
@@ -300,9 +312,13 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
     """The operator table of `model` run as `scenario`, or with `batch` ([N] sequences, one
     per design) in place of the scenario's batch: every quantity is then [N, I]. `batch:
     max` and `best` depend on the hardware and are resolved by the performance model.
-    `chips` (data-parallel replicas) does not change one replica's table: parallel splits
-    are dse.model.parallel's."""
-    del chips
+    `chips` (data-parallel replicas) does not change one replica's table (parallel splits
+    are dse.model.parallel's), except in training, where the global batch is shared among
+    them: the rows are one micro-batch's, counted for every micro-batch of the step, and
+    the optimizer's update follows (dse.workloads.training)."""
+    setup = training.setup(scenario, chips) if scenario.phase == "training" else None
+    if setup is not None and batch is None:
+        batch = float(setup.micro_batch)
     if batch is None:
         if not isinstance(scenario.batch, int):
             raise ValueError(f"batch '{scenario.batch}' depends on the hardware; give a "
@@ -332,9 +348,15 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
         _serve(b, it)
     if phase == "inference":
         _forward(b, "inference", batch, s_in, square)
-    if phase == "training":
+    if setup is not None:
         _forward(b, "forward", batch, s_in)
-        b.rows += _backward(b.rows)
+        forward = list(b.rows)
+        b.rows += training.recompute_rows(forward, setup.recompute)
+        b.rows += _backward(forward)
+        for r in b.rows:
+            r.count *= setup.microbatches
+        b.rows.append(training.optimizer_row(model, setup, parameter_counts(model)["total"],
+                                             chips))
     cached = model.architecture == "decoder"
     generates = phase in ("decode", "serve")
     kv_per_token = model.layers * 2 * model.n_kv_heads * model.d_head * b.kvb if cached \

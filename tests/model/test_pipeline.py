@@ -193,7 +193,8 @@ def test_kv_cache_splits_over_at_most_the_kv_heads():
 
 
 def test_placement_follows_the_policy_order():
-    assert [r.name for r in POLICY] == ["weights", "kv_cache", "workspace", "embeddings"]
+    assert [r.name for r in POLICY] == ["weights", "kv_cache", "workspace", "training_state",
+                                        "optimizer_state", "embeddings"]
     gh = dse.load_hardware("gh200")
     db = design_batch(gh)
     first = db.level_kinds.index("dram")

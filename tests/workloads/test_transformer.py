@@ -110,10 +110,21 @@ def test_moe_flops_scale_with_top_k_and_weights_with_experts():
 
 
 def test_training_is_forward_plus_twice_backward():
+    """A step of 2 sequences in micro-batches of 1: every forward row twice, the backward
+    twice its FLOPs, recomputation listed but not run, and one optimizer update of every
+    parameter (Adam: 12 operations each)."""
     m = tiny()
     train = lower(m, Scenario(phase="training", batch=2, seq_in=8))
     fwd = train.select(train.stage == "forward")
-    assert train.total_flops == pytest.approx(3 * fwd.total_flops)
+    one = lower(m, Scenario(phase="prefill", batch=1, seq_in=8))
+    q = list(one.name).index("q_proj")
+    assert fwd.count[list(fwd.name).index("q_proj")] == 2 * one.count[q]
+    assert fwd.flops[list(fwd.name).index("q_proj")] == one.flops[q]
+    steps = train.select(train.stage != "optimizer")
+    assert steps.total_flops == pytest.approx(3 * fwd.total_flops)
+    assert train.select(train.stage == "recompute").total_flops == 0
+    opt = train.select(train.stage == "optimizer")
+    assert opt.total_flops == pytest.approx(12 * parameter_counts(m)["total"])
     assert train.total_bytes()["gradients"] > 0
     assert train.total_bytes()["kv_cache"] == 0
 

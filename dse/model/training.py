@@ -1,0 +1,365 @@
+"""Training step time of a Transformer, per design, with the fastest setup that fits.
+
+One optimizer step on one chip (a tensor-parallel rank of one pipeline stage of one
+data-parallel replica; the busiest stage sets the pace):
+
+    operators  m micro-batches of forward, recomputation and backward, then the optimizer's
+               update (dse.workloads.training), timed by the roofline engine; the optimizer
+               reads its state from wherever placement put it (an offloaded state is read
+               over that level's link);
+    tensor     the Megatron all-reduces of every micro-batch (forward and backward);
+    data       the gradient all-reduce (ZeRO 0), or the gradients' reduce-scatter and the
+               updated parameters' all-gather (ZeRO 1-2: Megatron's distributed optimizer,
+               the same bytes); ZeRO-3 also gathers every stage's parameters twice per
+               micro-batch (forward and backward; FSDP);
+    pipeline   each micro-batch's activations sent forward and their gradients back; the
+               bubble: (pp - 1) / (v x m) of the micro-batches' compute (Narayanan et al.,
+               SC21, Sec. 2.2: 1F1B and its interleaved form with v chunks per rank);
+    overlap    the gradient reduction runs under the last micro-batch's backward and the
+               parameter all-gather under the first micro-batch's forward (Megatron's
+               overlap_grad_reduce / overlap_param_gather, DDP's buckets); ZeRO-3's gathers
+               under the micro-batch's own compute (FSDP prefetch): only the excess shows;
+    compress   stored activations compressed and decompressed on the vector units.
+
+Setup fields the scenario leaves open (micro-batch, ZeRO stage, recomputation, sequence
+parallelism) are chosen per design: the memory planner (dse.model.training_memory) scores
+every combination at once; for each micro-batch the cheapest combination that fits each
+design (least recomputation, then ZeRO 1, 2, 0, 3, sequence parallelism first) is timed,
+and each design keeps the fastest. No I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from dse.errors import DseError
+from dse.model.batch import DesignBatch
+from dse.model.execution import Execution
+from dse.model.parallel import Collectives, chip_ops, collective_times
+from dse.model.placement import TRAINING, WORKSPACE, Footprint, Placement, place
+from dse.model.stages import (
+    PIPELINE,
+    Step,
+    access,
+    activation_bytes,
+    fit_text,
+    step,
+    timed,
+)
+from dse.model.training_memory import TrainingMemory, TrainingPlan, plan_training_memory
+from dse.spec.workload import Scenario, Training, TransformerSpec, parameter_counts
+from dse.workloads import lower
+from dse.workloads.training import TRAINING_PRECISIONS, state_bytes
+
+MICRO_BATCHES = (1, 2, 4, 8, 16)  # micro-batch sizes tried when the scenario gives none
+RECOMPUTE = ("none", "selective", "full")  # cheapest first
+ZERO_ORDER = (1, 2, 0, 3)  # ZeRO 1 and 2 cost no more bytes than 0 and update 1/dp of it
+TRAINING_METRICS = ("step_time_s", "tokens_per_s", "model_flop_per_s_per_chip",
+                    "hardware_flop_per_s_per_chip", "mfu")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One training setup: the fields a scenario may leave open."""
+
+    micro_batch: int
+    zero: int
+    recompute: str
+    sequence_parallel: bool
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """One design batch's training step: the step, placement, feasibility, metrics, and per
+    design the setup chosen and its memory (bytes per chip)."""
+
+    step: Step
+    placement: Placement
+    feasible: np.ndarray
+    reason: np.ndarray
+    metrics: dict[str, np.ndarray]
+    setup: dict[str, np.ndarray]
+    memory: dict[str, np.ndarray]
+
+
+def choices(t: Training, ex: Execution, global_batch: int) -> list[Choice]:
+    """Every setup the scenario allows, cheapest first (see the module docstring)."""
+    dp = ex.dp
+    per_replica = global_batch // dp
+    mbs = [t.micro_batch] if t.micro_batch else \
+        [b for b in MICRO_BATCHES if b <= per_replica and per_replica % b == 0] or [1]
+    zeros = [t.zero] if t.zero is not None else (list(ZERO_ORDER) if dp > 1 else [0])
+    recs = [t.recompute] if t.recompute else list(RECOMPUTE)
+    sps = [t.sequence_parallel] if t.sequence_parallel is not None else \
+        ([True, False] if ex.tp > 1 else [False])
+    return [Choice(b, z, r, sp) for b, r, z, sp in itertools.product(mbs, recs, zeros, sps)]
+
+
+def effective(c: Choice, ex: Execution) -> Choice:
+    """The setup as it runs: with fused (flash) attention the score matrix is never stored
+    and the backward recomputes it (Dao, FlashAttention-2, 2023, Sec. 3.1.2), so no
+    recomputation costs and saves what `selective` does (Korthikanti et al.'s selective
+    recomputation is the attention core)."""
+    if c.recompute == "none" and ex.fusion == "flash":
+        return dataclasses.replace(c, recompute="selective")
+    return c
+
+
+def plan_of(sc: Scenario, ex: Execution, c: Choice | list[Choice]) -> TrainingPlan:
+    """The memory planner's plan of setup(s) `c` (a list: arrays over them), as they run
+    (`effective`)."""
+    c = [effective(x, ex) for x in c] if isinstance(c, list) else effective(c, ex)
+    cs = c if isinstance(c, list) else [c]
+    t = sc.training or Training()
+    off = t.offload
+    arr = (lambda f: np.array([getattr(x, f) for x in cs])) if isinstance(c, list) else \
+        (lambda f: getattr(c, f))
+    return TrainingPlan(
+        seq=sc.seq_in, micro_batch=arr("micro_batch"), global_batch=sc.batch,
+        precision=TRAINING_PRECISIONS[sc.precision], optimizer=t.optimizer,
+        optimizer_state_multiplier=t.optimizer_state, tp=ex.tp, pp=ex.pp, dp=ex.dp,
+        sequence_parallel=arr("sequence_parallel"), zero=arr("zero"),
+        recompute=arr("recompute"), schedule=t.schedule, virtual_stages=t.virtual_stages,
+        compression=t.compression.factor if t.compression else 1.0,
+        offload_optimizer=float(off.optimizer) if off else 0.0,
+        offload_params=float(off.parameters) if off else 0.0, dropout=t.dropout)
+
+
+def check(wl: TransformerSpec, sc: Scenario, ex: Execution, db: DesignBatch) -> None:
+    """Reject what the step model cannot time, each with its reason."""
+    t = sc.training or Training()
+    if t.context_parallel > 1 or t.expert_parallel > 1:
+        raise DseError("training: context_parallel and expert_parallel are planned for "
+                       "memory (dse memory) but their communication is not timed yet; "
+                       "leave them at 1 for dse eval")
+    if t.offload is not None and t.offload.to not in db.level_names:
+        raise DseError(f"training.offload.to: {db.spec.name} has no memory level "
+                       f"'{t.offload.to}'; expected one of {', '.join(db.level_names)}")
+    if not isinstance(sc.batch, int) or sc.batch < ex.dp:
+        raise DseError(f"batch {sc.batch}: training takes a global batch of at least one "
+                       f"sequence per data-parallel replica ({ex.dp})")
+    if sc.precision not in TRAINING_PRECISIONS:
+        raise DseError(f"precision {sc.precision}: training runs fp32, bf16, fp16, mixed or "
+                       "fp8 (mixed precision with fp32 master weights)")
+    if wl.moe is not None and wl.moe.experts > 1 and t.expert_parallel == 1 and ex.tp > 1:
+        pass  # experts split like any FFN over tp (Megatron's default without EP)
+
+
+def run(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution) -> TrainingRun:
+    """The training step of every design with its fastest fitting setup."""
+    check(wl, sc, ex, db)
+    t = sc.training or Training()
+    cands = choices(t, ex, int(sc.batch))
+    mem = plan_training_memory(wl, plan_of(sc, ex, cands))
+    need = mem.total + mem.offloaded  # [S]
+    room = db.resident_capacity.sum(axis=1)  # [N]
+    fits = need[None, :] <= room[:, None]  # [N, S]
+    picked: list[int] = []
+    for b in sorted({c.micro_batch for c in cands}):
+        idx = [i for i, c in enumerate(cands) if c.micro_batch == b]
+        sub = fits[:, idx]
+        first = np.where(sub.any(axis=1), np.argmax(sub, axis=1), -1)
+        picked += sorted({idx[k] for k in first if k >= 0})
+    if not picked:  # nothing fits anywhere: report the setup that needs the least memory
+        picked = [int(np.argmin(need))]
+    runs = [(cands[i], _one(db, wl, sc, ex, cands[i])) for i in picked]
+    score = np.stack([np.where(r.feasible, r.metrics["tokens_per_s"], -np.inf)
+                      for _, r in runs])  # [K, N]
+    best = np.argmax(score, axis=0)
+    return _combine(runs, best)
+
+
+def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
+         c: Choice) -> TrainingRun:
+    """The step of every design under setup `c`."""
+    t = sc.training or Training()
+    chosen = t.model_copy(update=dataclasses.asdict(effective(c, ex)))
+    sc_c = sc.model_copy(update={"training": chosen})
+    table = lower(wl, sc_c, chips=ex.dp)
+    ops, coll = chip_ops(table, ex, stages_in_sequence=False, own=True)
+    mem = plan_training_memory(wl, plan_of(sc, ex, c))
+    m = float(mem.microbatches)
+    coll = _with_training_collectives(coll, wl, sc_c, ex, c, m)
+    fp = Footprint({"weights": mem.parameters + mem.offloaded_parameters,
+                    "optimizer_state": mem.optimizer_state + mem.offloaded_optimizer_state,
+                    TRAINING: mem.gradients + mem.activations + mem.temporary,
+                    WORKSPACE: np.zeros(())})
+    allowed = {}
+    if t.offload is not None:
+        if t.offload.optimizer >= 1:
+            allowed["optimizer_state"] = (t.offload.to,)
+        if t.offload.parameters >= 1:
+            allowed["weights"] = (t.offload.to,)
+    placed = place(db, fp, allowed)
+    ws = activation_bytes(ops)
+    acc = access(db, placed, fp, ops, ws, table.facts)
+    times = timed(db, ops, acc, table.facts)
+    st = step(db, ops, coll, times, collective_times(db, coll))
+    st = _overlapped(st, m)
+    st = _with_extra(st, db, ex, t, mem, ops, m)
+
+    fwd = float(np.sum(table.flops * table.count * (table.stage == "forward")))
+    done = float(np.sum(table.flops * table.count * (table.stage != "optimizer")))
+    total = st.total
+    chips = ex.chips
+    metrics = {
+        "step_time_s": total,
+        "samples_per_s": sc.batch / total,
+        "tokens_per_s": sc.batch * sc.seq_in / total,
+        "tokens_per_s_per_chip": sc.batch * sc.seq_in / total / chips,
+        "model_flop_per_s_per_chip": 3.0 * fwd * ex.dp / total / chips,
+        "hardware_flop_per_s_per_chip": done * ex.dp / total / chips,
+        "latency_s": total,
+        "achieved_flop_per_s": done * ex.dp / total,
+    }
+    peak = db.matrix_peak.get(table.dtype[0], np.full(db.n, np.nan))
+    metrics["mfu"] = metrics["model_flop_per_s_per_chip"] / peak
+    reasons = np.where(~placed.feasible, fit_text(db, fp, placed.short), "")
+    reasons = np.where(st.missing_rate & (reasons == ""),
+                       f"no compute rate for precision {sc.precision} on {db.spec.name}",
+                       reasons)
+    reasons = np.where(st.no_link & (reasons == ""),
+                       f"{chips} chips must communicate but {db.spec.name} has no "
+                       "chip-to-chip links", reasons)
+    feasible = (reasons == "") & np.isfinite(total)
+    n = db.n
+    setup = {"micro_batch": np.full(n, float(c.micro_batch)),
+             "microbatches": np.full(n, m), "zero": np.full(n, float(c.zero)),
+             "recompute": np.full(n, c.recompute, dtype=object),
+             "sequence_parallel": np.full(n, c.sequence_parallel)}
+    memory = {k: np.full(n, float(getattr(mem, k))) for k in (
+        "parameters", "gradients", "optimizer_state", "activations", "temporary", "total",
+        "offloaded")}
+    return TrainingRun(step=st, placement=placed, feasible=feasible,
+                       reason=reasons.astype(object), metrics=metrics, setup=setup,
+                       memory=memory)
+
+
+def _with_training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scenario,
+                               ex: Execution, c: Choice, m: float) -> Collectives:
+    """The tensor-parallel collectives of the table (already counted per micro-batch), the
+    pipeline sends of every micro-batch both ways, and the data-parallel ones."""
+    names, kinds, stages = list(coll.name), list(coll.kind), list(coll.stage)
+    groups, sizes, counts = list(coll.group), list(coll.nbytes.T), list(coll.count.T)
+    for j, name in enumerate(names):
+        if name == "stage_send":  # activations forward, their gradients back
+            counts[j] = counts[j] * 2.0 * m
+    t = sc.training or Training()
+    prec = TRAINING_PRECISIONS[sc.precision]
+    p_b, g_b, _ = state_bytes(prec, t.optimizer, t.optimizer_state)
+    params = parameter_counts(wl)["total"] / (ex.tp * ex.pp)  # one chip's, before ZeRO
+    if ex.dp > 1:  # every setup lists all four (count 0 where unused): setups compare
+        sharded = 1.0 if c.zero >= 1 else 0.0
+        add = [("gradients.all_reduce", "all_reduce", "backward", params * g_b, 1 - sharded),
+               ("gradients.reduce_scatter", "reduce_scatter", "backward", params * g_b,
+                sharded),
+               ("parameters.all_gather", "all_gather", "optimizer", params * p_b, sharded),
+               ("parameters.gather", "all_gather", "forward", params * p_b,
+                2.0 * m if c.zero == 3 else 0.0)]
+        for name, kind, stage, size, count in add:
+            names.append(name)
+            kinds.append(kind)
+            stages.append(stage)
+            groups.append(float(ex.dp))
+            sizes.append(np.asarray(size, dtype=float))
+            counts.append(np.asarray(count, dtype=float))
+    lead = np.broadcast_shapes(*(np.shape(v) for v in (*sizes, *counts))) if sizes else ()
+
+    def cols(values: list) -> np.ndarray:
+        if not values:
+            return np.zeros(0)
+        return np.stack([np.broadcast_to(np.asarray(v, dtype=float), lead) for v in values],
+                        axis=-1)
+
+    return Collectives(name=np.array(names, dtype=object), kind=np.array(kinds, dtype=object),
+                       stage=np.array(stages, dtype=object),
+                       group=np.array(groups, dtype=float), nbytes=cols(sizes),
+                       count=cols(counts))
+
+
+def _stage_time(st: Step, stage: str) -> np.ndarray:
+    """[N] time of the step's operators of one stage (forward, recompute, backward)."""
+    i = len(st.ops.name)
+    mask = (st.ops.stage == stage).astype(float)
+    return (st.time[:, :i] * st.count[:, :i] * mask).sum(axis=1)
+
+
+def _overlapped(st: Step, m: float) -> Step:
+    """Collectives hidden under compute show only their excess (see the module docstring):
+    the data-parallel gradient reduction under the last micro-batch's backward, the
+    parameter all-gather under the first micro-batch's forward, ZeRO-3's gathers under the
+    micro-batch they serve."""
+    fwd, bwd = _stage_time(st, "forward") / m, _stage_time(st, "backward") / m
+    windows = {"gradients.all_reduce": bwd, "gradients.reduce_scatter": bwd,
+               "parameters.all_gather": fwd, "parameters.gather": (fwd + bwd) / 2.0}
+    time = st.time.copy()
+    for j, name in enumerate(st.names.tolist()):
+        if name in windows:
+            time[:, j] = np.maximum(time[:, j] - windows[name], 0.0)
+    return dataclasses.replace(st, time=time, total=(time * st.count).sum(axis=1))
+
+
+def _with_extra(st: Step, db: DesignBatch, ex: Execution, t: Training, mem: TrainingMemory,
+                ops, m: float) -> Step:
+    """The pipeline bubble and the activations' compression as two more columns."""
+    compute = sum(_stage_time(st, s) for s in ("forward", "recompute", "backward"))
+    bubble = (ex.pp - 1) / (t.virtual_stages * m) * compute if ex.pp > 1 else \
+        np.zeros(db.n)
+    squeeze = np.zeros(db.n)
+    if t.compression is not None:
+        written = ops.written[..., 1]  # activations (TENSOR_CLASSES order)
+        stored = np.sum(np.broadcast_to(written * ops.count, (db.n, len(ops.name)))
+                        * (ops.stage == "forward"), axis=1)
+        rate = db.vector_peak.get("fp32", db.matrix_peak.get("fp32", np.full(db.n, np.inf)))
+        squeeze = t.compression.flops_per_byte * stored / rate
+    extra = {"pipeline.bubble": bubble, "activations.compress": squeeze}
+    n = db.n
+    add = np.stack(list(extra.values()), axis=1)  # [N, 2]
+    return dataclasses.replace(
+        st, names=np.concatenate([st.names, np.array(list(extra), dtype=object)]),
+        precision=np.concatenate([st.precision, np.array(["", "fp32"], dtype=object)]),
+        matrix=np.concatenate([st.matrix, np.zeros(2, dtype=bool)]),
+        link_bytes=np.concatenate([np.broadcast_to(st.link_bytes, (n, len(st.names))),
+                                   np.zeros((n, 2))], axis=1),
+        count=np.concatenate([st.count, np.ones((n, 2))], axis=1),
+        flops=np.concatenate([st.flops, np.zeros((n, 1)),
+                              (t.compression.flops_per_byte if t.compression else 0.0)
+                              * np.zeros((n, 1))], axis=1),
+        time=np.concatenate([st.time, add], axis=1),
+        bound=np.concatenate([st.bound, np.tile(np.array([PIPELINE, 0], dtype=st.bound.dtype),
+                                                (n, 1))], axis=1),
+        total=st.total + add.sum(axis=1))
+
+
+def _combine(runs: list[tuple[Choice, TrainingRun]], best: np.ndarray) -> TrainingRun:
+    """Per design, the run of its chosen setup (every run has the same columns)."""
+    if len(runs) == 1:
+        return runs[0][1]
+    rs = [r for _, r in runs]
+
+    def pick(arrays: list[np.ndarray]) -> np.ndarray:
+        stacked = np.stack([np.asarray(a) for a in arrays])  # [K, N, ...]
+        return np.take_along_axis(
+            stacked, best.reshape((1, -1) + (1,) * (stacked.ndim - 2)), axis=0)[0]
+
+    s0 = rs[0].step
+    per_design = {f: pick([getattr(r.step, f) for r in rs])
+                  for f in ("count", "flops", "traffic", "compute", "time", "bound", "total",
+                            "missing_rate", "no_link")}
+    if np.ndim(s0.link_bytes) == 2:
+        per_design["link_bytes"] = pick([r.step.link_bytes for r in rs])
+    step_ = dataclasses.replace(s0, **per_design)
+    p0 = rs[0].placement
+    placement = dataclasses.replace(p0, fraction=pick([r.placement.fraction for r in rs]),
+                                    used=pick([r.placement.used for r in rs]),
+                                    short=pick([r.placement.short for r in rs]))
+    return TrainingRun(
+        step=step_, placement=placement, feasible=pick([r.feasible for r in rs]),
+        reason=pick([r.reason for r in rs]),
+        metrics={k: pick([r.metrics[k] for r in rs]) for k in rs[0].metrics},
+        setup={k: pick([r.setup[k] for r in rs]) for k in rs[0].setup},
+        memory={k: pick([r.memory[k] for r in rs]) for k in rs[0].memory})

@@ -225,11 +225,8 @@ def _run_file(path: Path) -> list[Row]:
         row = Row(id=r["id"], phase=r["phase"], metric=r["metric"], measured=r["value"],
                   hardware=r["hardware"], workload=r["workload"])
         out.append(row)
-        if r["phase"] not in MODELLED and not (
-                r["phase"] == "training" and r["workload"] in wl_known
-                and load_workload(r["workload"]).kind == "recommender"):
-            row.skipped = f"phase {r['phase']} is not modelled yet" + (
-                " for Transformers" if r["phase"] == "training" else "")
+        if r["phase"] not in PHASES:
+            row.skipped = f"phase {r['phase']} is not modelled yet"
             continue
         if r["hardware"] not in hw_known:
             row.skipped = f"hardware '{r['hardware']}' is not in the library"

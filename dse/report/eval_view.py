@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from dse import units
 from dse.model import METRICS, Evaluation
 from dse.model.power_stage import POWER_METRICS
+from dse.model.training import TRAINING_METRICS
 from dse.spec.vocabulary import column_name
 from dse.spec.workload import Engine
 from dse.sweep import SCENARIO_FIELDS, column_of, option_name
@@ -27,6 +28,11 @@ _METRIC_UNITS = {
     "samples_per_s": ("samples per second (system)", "samples/s"),
     "achieved_flop_per_s": ("achieved FLOP/s (system)", units.FLOP_RATE),
     "tokens_per_s_per_chip": ("tokens per second per chip", "tokens/s"),
+    "step_time_s": ("training step", units.TIME),
+    "model_flop_per_s_per_chip": ("model FLOP/s per chip", units.FLOP_RATE),
+    "hardware_flop_per_s_per_chip": ("hardware FLOP/s per chip (with recomputation)",
+                                     units.FLOP_RATE),
+    "mfu": ("model FLOPs utilization (MFU)", "fraction"),
     "power_w": ("power per chip", units.POWER),
     "energy_per_token_j": ("energy per token (system)", units.ENERGY),
     "energy_per_sample_j": ("energy per sample (system)", units.ENERGY),
@@ -60,10 +66,19 @@ def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> d
         "feasible": bool(res.feasible[i]),
         "reason": str(res.reason[i]) or None,
         "metrics": {m: _num(res.metrics[m][i]) if m in res.metrics else None
-                    for m in (*METRICS, *POWER_METRICS)},
+                    for m in (*METRICS, *POWER_METRICS,
+                              *(TRAINING_METRICS if res.training is not None else ()))},
         "power_limited": None if res.power_limited is None else bool(res.power_limited[i]),
         "power_note": no_power,
     }
+    if res.training is not None:  # the setup chosen and the planner's bytes per chip
+        t = {k: v[i] for k, v in res.training.items()}
+        doc["training"] = {
+            "micro_batch": int(t["micro_batch"]), "microbatches": int(t["microbatches"]),
+            "zero": int(t["zero"]), "recompute": str(t["recompute"]),
+            "sequence_parallel": bool(t["sequence_parallel"]),
+            "per_chip_bytes": {k[len("memory_"):-len("_bytes")]: float(v)
+                               for k, v in t.items() if k.startswith("memory_")}}
     doc["metrics"]["memory_bytes"] = {lv: float(res.memory_bytes[i, k])
                                       for k, lv in enumerate(res.level_names)}
     doc["ops"] = [{k: r[k] for k in ("name", "count", "flops", "bytes", "time_s", "bound")}
@@ -74,6 +89,8 @@ def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> d
 def _fmt(value: float | None, kind: Any) -> str:
     if value is None:
         return "-"
+    if kind == "fraction":
+        return f"{value:.1%}"
     if isinstance(kind, str):
         return f"{value:,.4g} {kind}"
     return units.format_quantity(value, kind)
@@ -132,8 +149,18 @@ def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) 
         unit = "samples" if sc.get("pairs") else "sequences"  # a recommender's are samples
         head.add_row(f"{unit} per replica (batch {sc['batch']})",
                      f"{sc['sequences_per_replica']:,.0f}")
+    if doc.get("training"):
+        t = doc["training"]
+        heading.append(
+            f"\ntraining setup: micro-batch {t['micro_batch']} x {t['microbatches']} per step "
+            f"per replica, ZeRO {t['zero']}, recomputation {t['recompute']}"
+            + (", sequence parallel" if t["sequence_parallel"] else "")
+            + "; per chip " + ", ".join(f"{k.replace('_', ' ')} "
+                                        f"{units.format_quantity(v, units.BYTES)}"
+                                        for k, v in t["per_chip_bytes"].items() if v),
+            style="none")
     for key, (label, kind) in _METRIC_UNITS.items():
-        value = doc["metrics"][key]
+        value = doc["metrics"].get(key)
         if value is not None:
             head.add_row(label, _fmt(value, kind))
     if doc.get("power_limited"):

@@ -1,0 +1,156 @@
+"""Training step time (dse.model.training): the setup chosen per design, the pipeline bubble
+and the data-parallel overlap by hand, offload, monotonicity, and bad setups."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dse
+from dse.errors import DseError
+from dse.spec.workload import Scenario, Training
+
+
+def _wl(name: str = "llama2-7b", **training):
+    """`name` with a first scenario that trains 2048-token sequences with `training`."""
+    wl = dse.load_workload(name)
+    sc = Scenario(phase="training", batch=64, seq_in=2048, precision="bf16",
+                  training=Training(**training) if training else None)
+    return wl.model_copy(update={"scenarios": {"train": sc, **wl.scenarios}})
+
+
+def _eval(hw: str = "h100-sxm", wl=None, **kw):
+    return dse.evaluate(dse.load_hardware(hw), wl if wl is not None else _wl(), **kw)
+
+
+def _op(ev, name: str, i: int = 0) -> tuple[float, float]:
+    j = list(ev.ops_name).index(name)
+    return float(ev.ops_count[i, j]), float(ev.ops_time[i, j])
+
+
+def test_the_fastest_setup_that_fits_is_chosen_per_design() -> None:
+    """With all the HBM, a 7B model trains without recomputation; with 24 GiB the chosen
+    setup must store less (more ZeRO or recomputation), and still fits."""
+    ev = _eval(chips=8, overrides={"memory.HBM3.capacity": ["80 GiB", "24 GiB"]})
+    assert ev.feasible.all()
+    roomy, tight = ({k: v[i] for k, v in ev.training.items()} for i in (0, 1))
+    assert roomy["recompute"] == "none"
+    assert tight["memory_total_bytes"] < 24 * 2**30 < roomy["memory_total_bytes"]
+    assert (tight["zero"], tight["recompute"]) != (roomy["zero"], roomy["recompute"])
+    t = ev.metrics["step_time_s"]
+    assert t[1] >= t[0]
+
+
+@pytest.mark.parametrize("path,values", [
+    ("memory.HBM3.bandwidth", ["2 TB/s", "3.35 TB/s", "5 TB/s"]),
+    ("compute.matrix.peak.bf16", ["500 TFLOPS", "989 TFLOPS", "1500 TFLOPS"]),
+    ("memory.HBM3.capacity", ["40 GiB", "80 GiB", "160 GiB"]),
+    ("interconnect.link_bandwidth", ["10 GB/s", "25 GB/s", "50 GB/s"]),
+])
+def test_more_bandwidth_peak_or_capacity_is_never_slower(path: str, values: list[str]) -> None:
+    ev = _eval(chips=8, overrides={path: values})
+    t = ev.metrics["step_time_s"]
+    assert ev.feasible.all() and np.all(np.isfinite(t))
+    assert np.all(np.diff(t) <= 1e-9 * t[:-1]), t
+
+
+def test_pipeline_bubble_by_hand() -> None:
+    """1F1B over pp stages idles (pp - 1) / m of the micro-batches' compute; interleaving
+    with v chunks divides that by v."""
+    for schedule, v in (("1f1b", 1), ("interleaved", 2)):
+        wl = _wl(micro_batch=1, zero=0, recompute="none", sequence_parallel=False,
+                 schedule=schedule, virtual_stages=v)
+        ev = _eval(wl=wl, chips=8, tp=1, pp=4)
+        m = ev.training["microbatches"][0]
+        assert m == 64 / 2  # 2 replicas of 32 one-sequence micro-batches
+        names = list(ev.ops_name)
+        i = len(ev.op_traffic[0])  # the operators come first, then the collectives
+        compute = sum(c * t for n, c, t in zip(names[:i], ev.ops_count[0, :i],
+                                               ev.ops_time[0, :i], strict=True)
+                      if not n.startswith("optimizer"))
+        _, bubble = _op(ev, "pipeline.bubble")
+        assert bubble == pytest.approx(3 / (v * m) * compute, rel=1e-9)
+
+
+def test_gradient_reduction_shows_only_beyond_the_last_backward() -> None:
+    """ZeRO 0 on 8 chips over a slow network: the all-reduce of the 7B gradients (13.5 GB)
+    runs under the last micro-batch's backward, and only its excess is in the step."""
+    wl = _wl(micro_batch=1, zero=0, recompute="none")
+    slow = _eval(wl=wl, chips=8, overrides={"interconnect.link_bandwidth": "5 GB/s"})
+    count, exposed = _op(slow, "gradients.all_reduce")
+    assert count == 1.0 and exposed > 0
+    from dse.model.parallel import COLLECTIVES
+
+    grads = 2.0 * 6_738_415_616  # bf16 gradients of every parameter on each chip
+    _, sent = COLLECTIVES["all_reduce"](8, np.array(grads))
+    assert exposed < float(sent) / (18 * 5e9)  # the whole transfer would take longer
+
+
+def test_zero3_gathers_the_parameters_twice_per_micro_batch() -> None:
+    ev = _eval(wl=_wl(micro_batch=2, zero=3, recompute="none"), chips=8)
+    m = ev.training["microbatches"][0]
+    count, _ = _op(ev, "parameters.gather")
+    assert count == 2 * m
+    assert _op(ev, "gradients.all_reduce")[0] == 0.0
+
+
+def test_a_model_too_big_for_hbm_runs_with_its_optimizer_state_in_lpddr5x() -> None:
+    """Llama-2-13B (16 x 13B = 208 GB of model states) on one GH200: the state that HBM
+    cannot hold goes to LPDDR5X, and the optimizer's update is bound by it."""
+    ev = _eval("gh200", _wl("llama2-13b"))
+    assert ev.feasible[0]
+    lp = list(ev.level_names).index("LPDDR5X")
+    assert ev.memory_bytes[0, lp] > 30e9
+    j = list(ev.ops_name).index("optimizer.step")
+    assert ev.ops_bound[0, j] == "LPDDR5X"
+
+
+def test_offload_confines_the_optimizer_state_to_the_named_level() -> None:
+    """Llama-2-7B fits a GH200's HBM; offloading its optimizer state (ZeRO-Offload style)
+    moves exactly that state to LPDDR5X."""
+    wl = _wl(micro_batch=1, zero=0, recompute="none", offload={"to": "LPDDR5X"})
+    on = _eval("gh200", _wl(micro_batch=1, zero=0, recompute="none"))
+    off = _eval("gh200", wl)
+    lp = list(off.level_names).index("LPDDR5X")
+    assert on.memory_bytes[0, lp] == 0
+    assert off.memory_bytes[0, lp] == pytest.approx(
+        off.training["memory_offloaded_bytes"][0], rel=1e-9)
+    assert off.metrics["step_time_s"][0] > on.metrics["step_time_s"][0]
+
+
+def test_full_recomputation_costs_a_forward_and_stores_less() -> None:
+    base = dict(micro_batch=1, zero=1, sequence_parallel=False)
+    ev = {r: _eval(wl=_wl(recompute=r, **base), chips=8) for r in ("selective", "full")}
+    hw = {r: e.metrics["hardware_flop_per_s_per_chip"][0] * e.metrics["step_time_s"][0]
+          for r, e in ev.items()}
+    assert hw["full"] / hw["selective"] == pytest.approx(4 / 3, rel=0.02)
+    acts = {r: e.training["memory_activations_bytes"][0] for r, e in ev.items()}
+    assert acts["full"] < acts["selective"] / 5
+
+
+@pytest.mark.parametrize("training,kw,message", [
+    ({"offload": {"to": "SSD"}}, {}, "training.offload.to: h100-sxm has no memory level 'SSD'"),
+    ({"context_parallel": 2}, {}, "context_parallel and expert_parallel"),
+    ({}, {"precision": "int8"}, "precision int8: training runs"),
+])
+def test_bad_training_setups_are_one_line_errors(training: dict, kw: dict,
+                                                 message: str) -> None:
+    with pytest.raises(DseError, match=message.replace("(", r"\(")) as e:
+        _eval(wl=_wl(**training), **kw)
+    assert "\n" not in str(e.value)
+
+
+def test_training_block_goes_with_phase_training(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from dse.cli import app
+
+    p = tmp_path / "w.yaml"
+    p.write_text("base: llama2-7b\nname: w\nsource: t\nscenarios:\n"
+                 "  s: {phase: decode, batch: 1, seq_in: 8, seq_out: 8, "
+                 "training: {zero: 1}}\n")
+    r = CliRunner().invoke(app, ["check", str(p)])
+    assert r.exit_code == 2
+    assert "training" in r.output and str(p) in r.output.splitlines()[0]

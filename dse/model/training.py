@@ -156,14 +156,21 @@ def run(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution) -> Tr
     cands = choices(t, ex, int(sc.batch))
     mem = plan_training_memory(wl, plan_of(sc, ex, cands))
     need = mem.total + mem.offloaded  # [S]
-    room = db.resident_capacity.sum(axis=1)  # [N]
-    fits = need[None, :] <= room[:, None]  # [N, S]
+    # Fitting the fastest tier alone and spilling to slower ones are different trades (a
+    # spilled optimizer state is read from the slow tier; recomputation or ZeRO may keep
+    # everything fast): the cheapest setup that fits each prefix of the resident levels.
+    rooms = np.cumsum(db.resident_capacity, axis=1)[:, db.resident]  # [N, R]
+    fast = np.cumsum(db.resident_capacity, axis=1)[:, _fast_levels(db)[-1]]  # [N]
+    held = mem.gradients + mem.activations + mem.temporary  # must stay in the fast tier
     picked: list[int] = []
     for b in sorted({c.micro_batch for c in cands}):
         idx = [i for i, c in enumerate(cands) if c.micro_batch == b]
-        sub = fits[:, idx]
-        first = np.where(sub.any(axis=1), np.argmax(sub, axis=1), -1)
-        picked += sorted({idx[k] for k in first if k >= 0})
+        for r in range(rooms.shape[1]):
+            sub = (need[None, idx] <= rooms[:, r, None]) \
+                & (held[None, idx] <= fast[:, None])  # [N, S_b]
+            first = np.where(sub.any(axis=1), np.argmax(sub, axis=1), -1)
+            picked += [idx[k] for k in sorted(set(first.tolist())) if k >= 0]
+    picked = sorted(set(picked))
     if not picked:  # nothing fits anywhere: report the setup that needs the least memory
         picked = [int(np.argmin(need))]
     runs = [(cands[i], _one(db, wl, sc, ex, cands[i])) for i in picked]
@@ -188,7 +195,10 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
                     "optimizer_state": mem.optimizer_state + mem.offloaded_optimizer_state,
                     TRAINING: mem.gradients + mem.activations + mem.temporary,
                     WORKSPACE: np.zeros(())})
-    allowed = {}
+    # The stored activations, gradients and temporaries are touched by every micro-batch:
+    # they live in the chip's fastest memory (what a framework keeps on the device), not
+    # in a slower tier (activation offload is not modelled).
+    allowed = {TRAINING: tuple(db.level_names[i] for i in _fast_levels(db))}
     if t.offload is not None:
         if t.offload.optimizer >= 1:
             allowed["optimizer_state"] = (t.offload.to,)
@@ -237,6 +247,16 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
     return TrainingRun(step=st, placement=placed, feasible=feasible,
                        reason=reasons.astype(object), metrics=metrics, setup=setup,
                        memory=memory)
+
+
+def _fast_levels(db: DesignBatch) -> list[int]:
+    """Indices of the levels up to the first DRAM (or host) level: where a step's working
+    data lives (the resident SRAM of an SRAM-only chip, else the first DRAM tier)."""
+    kinds = db.level_kinds
+    dram = [i for i, k in enumerate(kinds) if k in ("dram", "host") and db.resident[i]]
+    last = dram[0] if dram else (int(np.flatnonzero(db.resident)[-1])
+                                 if db.resident.any() else len(kinds) - 1)
+    return list(range(last + 1))
 
 
 def _with_training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scenario,

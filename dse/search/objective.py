@@ -122,10 +122,12 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
             power = np.fmax(power, np.where(ev.feasible, m["power_w"], -np.inf))
         columns[f"{name}.{job.throughput_metric}"] = metrics["throughput"]
         for k in ("power_w", "clock_hz", "energy_per_token_j", "energy_per_sample_j",
-                  "ttft_s", "tpot_s", "latency_s"):
+                  "ttft_s", "tpot_s", "latency_s", "mfu"):
             if k in m and np.isfinite(m[k]).any():
                 columns[f"{name}.{k}"] = m[k]
         columns[f"{name}.sequences"] = ev.sequences
+        for k, v in (ev.training or {}).items():  # the training setup each design chose
+            columns[f"{name}.{k}"] = v
         for i in np.flatnonzero(~ev.feasible):
             why[i].append(f"{name}: {ev.reason[i]}")
     if cons.fit:

@@ -24,11 +24,14 @@ from dse.spec.workload import WorkloadSpec
 from dse.workloads import execution_issues, resolve_scenario
 
 # The throughput metric of each phase (what `maximize: throughput` ranks by), system-wide.
+# Training: tokens/s for a Transformer, samples (user-item pairs)/s for a recommender.
 THROUGHPUT = {"decode": "output_tokens_per_s", "serve": "output_tokens_per_s",
               "inference": "samples_per_s", "prefill": "tokens_per_s_per_chip",
-              "gemm": "achieved_flop_per_s"}
+              "gemm": "achieved_flop_per_s", "training": "tokens_per_s",
+              "training-recommender": "samples_per_s"}
 THROUGHPUT_UNIT = {"decode": "tokens/s", "serve": "tokens/s", "inference": "samples/s",
-                   "prefill": "tokens/s", "gemm": "FLOP/s"}
+                   "prefill": "tokens/s", "gemm": "FLOP/s", "training": "tokens/s",
+                   "training-recommender": "samples/s"}
 # Metric -> Evaluation.metrics key, for the metrics that are one of them.
 DIRECT = {"energy_per_token": "energy_per_token_j", "energy_per_sample": "energy_per_sample_j",
           "latency": "latency_s", "ttft": "ttft_s", "tpot": "tpot_s", "power": "power_w"}
@@ -83,14 +86,20 @@ class Job:
     name: str
     spec: StudyWorkload
     workload: WorkloadSpec
-    scenario: str  # the workload file's scenario name
+    scenario: str | None  # the workload file's scenario name (None: its first, phase replaced)
     phase: str
     fields: dict[str, object]  # scenario fields replaced (batch, seq_in ...)
     execution: Execution
 
     @property
+    def kind(self) -> str:
+        """The phase, told apart for a recommender's training (samples, not tokens)."""
+        recommender = self.workload.kind == "recommender" and self.phase == "training"
+        return "training-recommender" if recommender else self.phase
+
+    @property
     def throughput_metric(self) -> str:
-        return THROUGHPUT[self.phase]
+        return THROUGHPUT[self.kind]
 
 
 @dataclass(frozen=True)
@@ -113,7 +122,7 @@ class Goal:
             return "x base"
         metric = self.spec.metric
         if metric in ("throughput", "throughput_per_mm2", "throughput_per_watt"):
-            return THROUGHPUT_UNIT[jobs[self.jobs[0]].phase] + METRIC_UNIT.get(metric, "")
+            return THROUGHPUT_UNIT[jobs[self.jobs[0]].kind] + METRIC_UNIT.get(metric, "")
         return METRIC_UNIT[metric]
 
 
@@ -234,10 +243,6 @@ def _job(data, name: str, w: StudyWorkload, near: Path, issues: list[Issue]) -> 
     except DseError as e:
         issues.append(issue_at(data, (*loc, "scenario" if w.scenario else "workload"), str(e)))
         return None
-    if sc.phase == "training":
-        issues.append(issue_at(data, loc, "phase training is not modelled yet; use gemm, "
-                                          "prefill, decode, serve or inference"))
-        return None
     ex = Execution(chips=w.chips, tp=w.tp, pp=w.pp)
     problems, _ = execution_issues(wl, sc, w.tp, w.pp)
     if w.tp * w.pp > w.chips or w.chips % (w.tp * w.pp):
@@ -245,7 +250,10 @@ def _job(data, name: str, w: StudyWorkload, near: Path, issues: list[Issue]) -> 
     if problems:
         issues.append(issue_at(data, loc, "; ".join(problems)))
         return None
-    return Job(name, w, wl, sc_name, sc.phase, fields, ex)
+    # a phase the workload has no scenario of runs its first scenario with the phase
+    # replaced (resolve_scenario names it "<phase> (default)"): evaluate resolves it again
+    named = sc_name if sc_name in wl.scenarios else w.scenario
+    return Job(name, w, wl, named, sc.phase, fields, ex)
 
 
 def _goal(data, name: str, o: Objective, jobs: dict[str, StudyWorkload],

@@ -58,7 +58,7 @@ class StudyWorkload(Spec):
 
     workload: str = Field(min_length=1)
     scenario: str | None = None
-    phase: Literal["gemm", "prefill", "decode", "serve", "inference"] | None = None
+    phase: Literal["gemm", "prefill", "decode", "serve", "inference", "training"] | None = None
     batch: int | Literal["max", "best"] | None = None
     seq_in: int | None = Field(default=None, ge=0)
     seq_out: int | None = Field(default=None, ge=0)

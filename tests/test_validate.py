@@ -36,13 +36,13 @@ def modelled(rows):
 
 
 def test_accuracy_band_on_modelled_phases(rows):
-    """Issue 11, on both shipped files (28 modelled rows with DLRM): overall median
+    """Issue 11, on both shipped files (31 modelled rows with DLRM and training): overall median
     |error| <= 10% and p90 <= 25%; gemm, decode, serve and inference medians <= 15%.
     Prefill (time to first token at short prompts) is not within issue 11's band yet (15%):
     it keeps a 50% bound on every row until a mechanism closes it."""
     rows_ = modelled(rows)
     s = validate.summary(rows_)
-    assert s["overall"]["n"] == 28
+    assert s["overall"]["n"] == 31
     assert s["overall"]["median"] <= 0.10, s["overall"]
     assert s["overall"]["p90"] <= 0.25, s["overall"]
     for phase in ("gemm", "decode", "serve", "inference"):
@@ -64,10 +64,20 @@ def test_decode_rows_within_twenty_percent(rows):
             assert abs(r.rel_error) < 0.20, (r.id, r.rel_error)
 
 
-def test_unmodelled_rows_are_listed_with_a_reason(rows):
-    skipped = {r.id: r.skipped for r in rows if r.skipped}
-    assert set(skipped) == {"M102", "M104", "M109"}
-    assert "training is not modelled" in skipped["M102"]
+def test_every_shipped_row_is_modelled(rows):
+    assert [r.id for r in rows if r.skipped] == []
+
+
+def test_transformer_training_rows(rows):
+    """Issue 14's band is 15% per row and is not met yet: Megatron GPT-3 175B on 1,024
+    A100s (hardware FLOP/s), MPT-7B MFU on 8 H100s and on 8 A100s. All three are
+    predicted faster than measured (+21% to +33%), as are the compute-bound prefill rows
+    (-18% to -21% time to first token): whole models run below the isolated best-shape
+    GEMM rate the chips are calibrated to. Held to 35% and to that sign until a
+    mechanism closes the gap."""
+    for id_ in ("M102", "M104", "M109"):
+        r = next(x for x in rows if x.id == id_)
+        assert r.rel_error is not None and 0 < r.rel_error <= 0.35, (id_, r.rel_error)
 
 
 def test_dlrm_rows_within_issue_13s_band(rows):
@@ -92,7 +102,7 @@ def test_validate_json_and_plot(tmp_path):
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert {"id", "phase", "metric", "measured", "predicted", "rel_error"} <= set(doc["rows"][0])
-    assert doc["summary"]["overall"]["n"] == 28
+    assert doc["summary"]["overall"]["n"] == 31
     assert plot.stat().st_size > 10_000
 
 

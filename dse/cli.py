@@ -20,6 +20,7 @@ import yaml
 
 import dse
 from dse.cli_dashboard import dashboard
+from dse.cli_memory import memory
 from dse.cli_plot import plot_app
 from dse.cli_study import study
 from dse.errors import DseError
@@ -460,6 +461,7 @@ def list_specs(
 
 app.command(name="dashboard")(dashboard)
 app.command(name="study")(user_errors(study))
+app.command(name="memory")(user_errors(memory))
 
 app.add_typer(plot_app, name="plot")
 

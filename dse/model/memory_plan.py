@@ -1,0 +1,395 @@
+"""Training memory of a model on a chip (`dse memory`): the bytes per chip of one setup and
+their placement over the memory levels, and the parallel strategies that fit, ranked by
+predicted step time. Pure: no I/O, no printing; documents are plain dicts.
+
+Breakdown: one `evaluate` of the scenario with its training block as given; fields left
+open (micro-batch, ZeRO, recomputation, sequence parallelism) are the step model's choice
+(dse.model.training: the fastest setup that fits). The memory planner's parts
+(dse.model.training_memory) are the busiest pipeline stage's chip; the placement is the
+evaluation's (dse.model.placement: fastest levels first, spilling to slower tiers).
+
+Suggestions (`suggest`):
+  enumerate  every (tp, pp, dp) with tp x pp x dp = chips, where tp divides the attention
+             heads and is at most TP_MAX and the chip's chips_per_node (tensor parallelism's
+             per-layer all-reduces stay inside one scale-up node), pp divides the layers (and
+             the layers divide into pp x virtual_stages chunks with the interleaved
+             schedule), and dp divides the global batch; with each micro-batch of
+             MICRO_BATCHES dividing a replica's sequences, ZeRO 0-3 (0 alone without data
+             parallelism), recomputation none / selective / full, sequence parallelism on and
+             off (with tp > 1), and the optimizer state kept on the chip or offloaded to each
+             slower level (`tiers`);
+  filter     the memory planner scores all of them in one array pass; one fits when its bytes
+             per chip (on the chip and offloaded) fit the chip's resident capacity, what every
+             micro-batch touches (the parameters the chip keeps, gradients, activations,
+             temporaries) fits the fast tier (the step model keeps its training state
+             there), and the offloaded part fits the level it goes to;
+  shortlist  per (tp, pp, offload) and micro-batch, the first that fits in the step model's
+             order of preference (least recomputation, then ZeRO 1, 2, 0, 3, sequence
+             parallelism first): the setup `dse eval` would time for it; at most
+             MAX_EVALUATED, dropping the smallest micro-batches of every group first;
+  rank       each one shortlisted is evaluated with every field fixed (explicit chips, tp, pp
+             and a complete training block); the feasible ones are ranked by step time.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from dse.errors import DseError
+from dse.model.batch import DesignBatch
+from dse.model.evaluate import Evaluation, evaluate
+from dse.model.execution import Execution
+from dse.model.training import MICRO_BATCHES, RECOMPUTE, ZERO_ORDER, Choice, plan_of
+from dse.model.training_memory import TrainingMemory, TrainingPlan, plan_training_memory
+from dse.spec.workload import Offload, Scenario, Training, WorkloadSpec
+
+PARTS = ("parameters", "gradients", "optimizer_state", "activations", "temporary")
+# Tensor parallelism within one scale-up node: 8 GPUs per NVLink node (DGX/HGX H100, A100);
+# Narayanan et al., SC21, Sec. 3.3 (Takeaway #1): tensor-model parallelism up to the GPUs of
+# a node, pipeline parallelism across nodes.
+TP_MAX = 8
+# Strategies evaluated by --suggest at most (~25 ms each on one core: about 4 s).
+MAX_EVALUATED = 160
+# The default training scenario's global batch (dse.workloads.PHASE_DEFAULTS); dse memory
+# raises it to one sequence per chip so every data-parallel degree can be planned.
+DEFAULT_BATCH = 8
+# A setup's fields the step model chooses when the scenario leaves them open.
+OPEN_FIELDS = ("micro_batch", "zero", "recompute", "sequence_parallel")
+# Training block fields and the `dse memory` option that sets each (for messages).
+OPTIONS = {"micro_batch": "--micro-batch", "zero": "--zero", "recompute": "--recompute",
+           "sequence_parallel": "--sequence-parallel", "optimizer": "--optimizer",
+           "schedule": "--schedule", "virtual_stages": "--virtual-stages",
+           "offload": "--offload"}
+
+
+def training_scenario(wl: WorkloadSpec, scenario: str | None, *, phase: str | None = None,
+                      batch: int | None = None, seq_in: int | None = None,
+                      precision: str | None = None, chips: int = 1
+                      ) -> tuple[str, Scenario, list[str]]:
+    """(name, scenario, notes): the training scenario `dse memory` plans. Without --scenario
+    and --phase, the file's first training scenario, else the default one; a model without
+    a training scenario trains DEFAULT_BATCH sequences, or one per chip when more."""
+    from dse.workloads import resolve_scenario
+
+    if wl.kind not in ("transformer", "recommender"):
+        raise DseError(f"{wl.name}: dse memory plans the training memory of Transformers "
+                       f"(and places a recommender's); not a {wl.kind} workload")
+    if scenario is None and phase is None:
+        phase = "training"
+    name, sc = resolve_scenario(wl, scenario, phase=phase, batch=batch, seq_in=seq_in,
+                                precision=precision)
+    if sc.phase != "training":
+        option = "--phase" if phase is not None else "--scenario"
+        raise DseError(f"{option}: dse memory plans training, found {sc.phase} (scenario "
+                       f"'{name}'); add --phase training to train with its batch and "
+                       "sequence length, or dse eval for the memory of other phases")
+    notes = []
+    if name == "training (default)" and batch is None and wl.kind == "transformer":
+        sc = sc.model_copy(update={"batch": max(DEFAULT_BATCH, chips)})
+        notes.append(f"{wl.name} has no training scenario: dse's default (global batch "
+                     f"{DEFAULT_BATCH}, at least one sequence per chip: {sc.batch}; "
+                     f"sequences of {sc.seq_in} tokens); --batch and --seq-in change it")
+    return name, sc, notes
+
+
+def tiers(db: DesignBatch) -> tuple[list[int], list[int]]:
+    """(fast, slow): indices of the levels that hold data across steps, up to the first
+    off-chip (dram or host) level, and after it (an LPDDR, CXL or host tier: where the
+    optimizer state may be offloaded). Without an off-chip level every one is fast."""
+    resident = [k for k in range(db.levels) if db.resident[k]]
+    off_chip = [k for k in resident if db.level_kinds[k] in ("dram", "host")]
+    if not off_chip:
+        return resident, []
+    return [k for k in resident if k <= off_chip[0]], [k for k in resident if k > off_chip[0]]
+
+
+def slower_levels(db: DesignBatch) -> list[str]:
+    """Names of the levels the optimizer state may be offloaded to (`tiers`)."""
+    return [db.level_names[k] for k in tiers(db)[1]]
+
+
+def with_training(sc: Scenario, db: DesignBatch, given: dict[str, Any],
+                  offload_params: bool = False) -> Scenario:
+    """`sc` with the training fields of `given` (None: left as the scenario has it) replacing
+    its block's; `offload` names a slower level that takes the optimizer state (and the
+    parameters with `offload_params`). Bad values raise DseError naming the option."""
+    given = {k: v for k, v in given.items() if v is not None}
+    t = sc.training or Training()
+    level = given.get("offload")
+    if level is not None:
+        slow = slower_levels(db)
+        if level not in slow:
+            expected = (f"expected one of: {', '.join(slow)}" if slow else
+                        f"it has no level slower than {db.level_names[tiers(db)[0][-1]]}"
+                        if tiers(db)[0] else "it has no level that holds data")
+            raise DseError(f"--offload: {db.spec.name} has no slower memory level "
+                           f"'{level}' to offload to; {expected}")
+        given["offload"] = {"to": level, "optimizer": 1.0,
+                            "parameters": 1.0 if offload_params else 0.0}
+    elif offload_params:
+        if t.offload is None:
+            raise DseError("--offload-params: give --offload LEVEL, the level that holds "
+                           "the parameters")
+        given["offload"] = {**t.offload.model_dump(), "parameters": 1.0}
+    if not given:
+        return sc
+    fields_ = {**t.model_dump(exclude_unset=True), **given}
+    try:
+        block = Training.model_validate(fields_)
+    except ValidationError as e:
+        err = e.errors(include_url=False)[0]
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        # a check of several fields (no location): the field its message names first
+        named = sorted((msg.find(k), k) for k in OPTIONS if k in msg)
+        field = str(err["loc"][0]) if err["loc"] else (named[0][1] if named else "")
+        raise DseError(f"{OPTIONS.get(field, 'training')}: {msg}") from None
+    return sc.model_copy(update={"training": block})
+
+
+def run(db: DesignBatch, wl: WorkloadSpec, name: str, sc: Scenario, chips: int, tp: int,
+        pp: int, tech: Any = None) -> Evaluation:
+    """`evaluate` of scenario `sc` (which need not be in the file) on the one design `db`."""
+    one = wl.model_copy(update={"scenarios": {name: sc}})
+    return evaluate(db, one, name, chips=chips, tp=tp, pp=pp, tech=tech)
+
+
+def _num(value: Any) -> float | None:
+    v = float(value)
+    return v if np.isfinite(v) else None
+
+
+def breakdown(ev: Evaluation, db: DesignBatch) -> dict[str, Any]:
+    """The document of one evaluation (design 0): fits, bytes per chip by part, placement
+    per level, what sits beyond the fast tier, the setup that ran and its step."""
+    sc = ev.scenario
+    t = sc.training or Training()
+    levels = list(ev.level_names)
+    placement = {lv: float(ev.memory_bytes[0, k]) for k, lv in enumerate(levels)}
+    fast, slow = tiers(db)
+    beyond = {levels[k]: placement[levels[k]] for k in slow if placement[levels[k]] > 0}
+    fits = bool(ev.feasible[0])
+    tr = ev.training
+    if tr is None:  # a recommender: its footprint by level only
+        per_chip: dict[str, float | None] = {p: None for p in PARTS}
+        per_chip["total"] = sum(placement.values())
+        offloaded = 0.0
+        setup = None
+    else:
+        per_chip = {p: float(tr[f"memory_{p}_bytes"][0]) for p in (*PARTS, "total")}
+        offloaded = float(tr["memory_offloaded_bytes"][0])
+        setup = {"chips": ev.chips, "tp": ev.tp, "pp": ev.pp, "dp": ev.chips // (ev.tp * ev.pp),
+                 "micro_batch": int(tr["micro_batch"][0]),
+                 "microbatches": float(tr["microbatches"][0]), "zero": int(tr["zero"][0]),
+                 "recompute": str(tr["recompute"][0]),
+                 "sequence_parallel": bool(tr["sequence_parallel"][0]),
+                 "optimizer": t.optimizer, "schedule": t.schedule,
+                 "virtual_stages": t.virtual_stages,
+                 "offload": t.offload.model_dump() if t.offload else None,
+                 "chosen": [f for f in OPEN_FIELDS if getattr(t, f) is None]}
+    metric = {k: _num(ev.metrics[k][0]) if k in ev.metrics else None
+              for k in ("step_time_s", "tokens_per_s", "samples_per_s", "mfu",
+                        "model_flop_per_s_per_chip")}
+    return {
+        "hardware": ev.hardware, "workload": ev.workload,
+        "scenario": {"name": ev.scenario_name, "phase": sc.phase, "global_batch": sc.batch,
+                     "seq_in": sc.seq_in, "precision": sc.precision},
+        "chips": ev.chips,
+        "fits": fits,
+        "fits_without_offload": fits and not beyond,
+        "reason": str(ev.reason[0]) or None,
+        "per_chip_bytes": per_chip,
+        "offloaded_bytes": offloaded,
+        "placement": placement,
+        "capacity": {lv: float(db.capacity[0, k]) for k, lv in enumerate(levels)},
+        "fast_levels": [levels[k] for k in fast],
+        "beyond_fast_bytes": beyond,
+        "setup": setup,
+        **metric,
+        "warnings": list(ev.warnings),
+    }
+
+
+# --- suggestions ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One complete training strategy on `chips` = tp x pp x dp chips."""
+
+    tp: int
+    pp: int
+    dp: int
+    micro_batch: int
+    zero: int
+    recompute: str
+    sequence_parallel: bool
+    offload: str | None
+    """The slower level holding the optimizer state, or None (kept by the chip)."""
+
+    def choice(self) -> Choice:
+        return Choice(self.micro_batch, self.zero, self.recompute, self.sequence_parallel)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def strategies(wl: WorkloadSpec, sc: Scenario, db: DesignBatch, chips: int) -> list[Strategy]:
+    """Every strategy of the module docstring's enumeration, grouped by (tp, pp, offload)
+    and, within a group, in the step model's order of preference."""
+    t = sc.training or Training()
+    node = int(np.min(db.chips_per_node)) if np.size(db.chips_per_node) else TP_MAX
+    tp_max = min(TP_MAX, max(node, 1))
+    batch = int(sc.batch)
+    offloads: list[str | None] = [None, *slower_levels(db)]
+    out = []
+    for tp in _divisors(chips):
+        if tp > tp_max or wl.heads % tp:
+            continue
+        for pp in _divisors(chips // tp):
+            if wl.layers % (pp * t.virtual_stages):
+                continue
+            dp = chips // (tp * pp)
+            if batch % dp:
+                continue
+            per = batch // dp
+            mbs = [b for b in MICRO_BATCHES if per % b == 0]
+            zeros = list(ZERO_ORDER) if dp > 1 else [0]
+            sps = [True, False] if tp > 1 else [False]
+            for off in offloads:
+                out += [Strategy(tp, pp, dp, b, z, r, sp, off) for b, r, z, sp in
+                        itertools.product(mbs, RECOMPUTE, zeros, sps)]
+    return out
+
+
+def _scenario_of(sc: Scenario, s: Strategy, offload_params: bool) -> Scenario:
+    """`sc` with strategy `s`'s training fields (the others as the scenario has them)."""
+    t = sc.training or Training()
+    off = None if s.offload is None else Offload(
+        to=s.offload, optimizer=1.0, parameters=1.0 if offload_params else 0.0)
+    block = t.model_copy(update={"micro_batch": s.micro_batch, "zero": s.zero,
+                                 "recompute": s.recompute,
+                                 "sequence_parallel": s.sequence_parallel, "offload": off})
+    return sc.model_copy(update={"training": block})
+
+
+def plan_all(wl: WorkloadSpec, sc: Scenario, chips: int, cands: list[Strategy],
+             offload_params: bool = False) -> TrainingMemory:
+    """The memory planner over every strategy at once: the plan of each (tp, pp, offload)
+    group (dse.model.training.plan_of, as the step model plans it) joined into one."""
+    plans, sizes = [], []
+    for _, group in itertools.groupby(cands, key=lambda s: (s.tp, s.pp, s.offload)):
+        group = list(group)
+        g = group[0]
+        ex = Execution(chips=chips, tp=g.tp, pp=g.pp)
+        plans.append(plan_of(_scenario_of(sc, g, offload_params), ex,
+                             [s.choice() for s in group]))
+        sizes.append(len(group))
+    joined: dict[str, Any] = {}
+    for f in fields(TrainingPlan):
+        values = [getattr(p, f.name) for p in plans]
+        if f.name == "activation_count" or all(v is None for v in values):
+            joined[f.name] = values[0]
+        else:
+            joined[f.name] = np.concatenate([np.broadcast_to(np.asarray(v), (n,))
+                                             for v, n in zip(values, sizes, strict=True)])
+    return plan_training_memory(wl, TrainingPlan(**joined))
+
+
+def fitting(db: DesignBatch, cands: list[Strategy], mem: TrainingMemory) -> np.ndarray:
+    """[S] bool: the strategy's bytes per chip fit the chip's resident capacity, what every
+    micro-batch touches (gradients, activations, temporaries, after the parameters the
+    chip keeps, which placement serves first) fits the fast tier, and the offloaded part
+    fits the level it goes to."""
+    need = mem.total + mem.offloaded
+    room = db.resident_capacity[0]
+    fast = room[tiers(db)[0]].sum()
+    held = mem.parameters + mem.gradients + mem.activations + mem.temporary
+    ok = (need <= room.sum()) & (held <= fast)
+    names = list(db.level_names)
+    off = np.array([s.offload or "" for s in cands], dtype=object)
+    for level in slower_levels(db):
+        room = db.resident_capacity[0, names.index(level)]
+        ok &= (off != level) | (mem.offloaded <= room)
+    return ok
+
+
+def shortlist(cands: list[Strategy], fits: np.ndarray, limit: int = MAX_EVALUATED) -> list[int]:
+    """Indices to evaluate: per (tp, pp, offload) group and micro-batch the first that fits
+    (candidates are in the step model's order of preference); at most `limit`, taking the
+    largest micro-batch of every group first, then the next largest, and so on."""
+    groups: dict[tuple, dict[int, int]] = {}
+    for i, s in enumerate(cands):
+        if fits[i]:
+            groups.setdefault((s.tp, s.pp, s.offload), {}).setdefault(s.micro_batch, i)
+    ranked = [[firsts[b] for b in sorted(firsts, reverse=True)] for firsts in groups.values()]
+    out: list[int] = []
+    for k in range(max((len(r) for r in ranked), default=0)):
+        out += [r[k] for r in ranked if k < len(r)]
+    return out[:limit]
+
+
+def _row(s: Strategy, ev: Evaluation, slow: list[int]) -> dict[str, Any]:
+    tr = ev.training or {}
+    on_chip, off = float(tr["memory_total_bytes"][0]), float(tr["memory_offloaded_bytes"][0])
+    beyond = {ev.level_names[k]: float(ev.memory_bytes[0, k]) for k in slow
+              if ev.memory_bytes[0, k] > 0}
+    return {"tp": s.tp, "pp": s.pp, "dp": s.dp, "micro_batch": s.micro_batch,
+            "microbatches": float(tr["microbatches"][0]), "zero": s.zero,
+            "recompute": s.recompute, "sequence_parallel": s.sequence_parallel,
+            "offload": s.offload,
+            "memory_per_chip_bytes": on_chip + off, "on_chip_bytes": on_chip,
+            "offloaded_bytes": off, "beyond_fast_bytes": beyond,
+            "step_time_s": _num(ev.metrics["step_time_s"][0]),
+            "tokens_per_s": _num(ev.metrics["tokens_per_s"][0]),
+            "mfu": _num(ev.metrics["mfu"][0])}
+
+
+def suggest(db: DesignBatch, wl: WorkloadSpec, name: str, sc: Scenario, chips: int,
+            tech: Any = None, offload_params: bool = False) -> dict[str, Any]:
+    """{"suggestions": the strategies that fit, ranked by step time (dicts with rank), and
+    "summary": how many were enumerated, fit the planner, were evaluated and are feasible,
+    the rule, and the strategy needing the least memory with its bytes when none fits}."""
+    if not isinstance(sc.batch, int):
+        raise DseError(f"--batch: training takes a whole global batch, found {sc.batch}")
+    cands = strategies(wl, sc, db, chips)
+    summary: dict[str, Any] = {"enumerated": len(cands), "fit": 0, "evaluated": 0,
+                               "feasible": 0, "failed": [], "least_memory": None,
+                               "max_evaluated": MAX_EVALUATED, "tp_max": TP_MAX}
+    if not cands:
+        return {"suggestions": [], "summary": summary}
+    mem = plan_all(wl, sc, chips, cands, offload_params)
+    fits = fitting(db, cands, mem)
+    need = mem.total + mem.offloaded
+    least = int(np.argmin(need))
+    summary["least_memory"] = {**_fields(cands[least]), "bytes_per_chip": float(need[least]),
+                               "room_bytes": float(db.resident_capacity[0].sum())}
+    summary["fit"] = int(fits.sum())
+    picked = shortlist(cands, fits)
+    slow = tiers(db)[1]
+    rows = []
+    for i in picked:
+        s = cands[i]
+        try:
+            ev = run(db, wl, name, _scenario_of(sc, s, offload_params), chips, s.tp, s.pp,
+                     tech)
+        except DseError as e:  # a strategy the step model cannot time: say so, go on
+            summary["failed"].append({**_fields(s), "error": str(e)})
+            continue
+        summary["evaluated"] += 1
+        if ev.feasible[0] and ev.training is not None:
+            rows.append(_row(s, ev, slow))
+    rows.sort(key=lambda r: (r["step_time_s"] if r["step_time_s"] is not None else np.inf,
+                             r["memory_per_chip_bytes"]))
+    summary["feasible"] = len(rows)
+    return {"suggestions": [{"rank": k + 1, **r} for k, r in enumerate(rows)],
+            "summary": summary}
+
+
+def _fields(s: Strategy) -> dict[str, Any]:
+    return {f.name: getattr(s, f.name) for f in fields(Strategy)}

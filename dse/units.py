@@ -83,6 +83,13 @@ OPS_PER_CYCLE = Kind("rate per cycle", _dim(op=1, cycle=-1), "4096 FLOP/cycle", 
 KINDS = (OPS_PER_CYCLE, BYTES, BANDWIDTH, FLOP_RATE, TIME, FREQUENCY, AREA, LENGTH, POWER,
          ENERGY, ENERGY_PER_OP, ENERGY_PER_BYTE, POWER_DENSITY, AREA_PER_BYTE, AREA_PER_RATE)
 
+# The SI unit of each kind's dimension, for messages about magnitudes.
+_SI_UNITS = {BYTES.dim: "B", BANDWIDTH.dim: "B/s", FLOP_RATE.dim: "FLOP/s", TIME.dim: "s",
+             FREQUENCY.dim: "Hz", AREA.dim: "m2", LENGTH.dim: "m", POWER.dim: "W",
+             ENERGY.dim: "J", ENERGY_PER_OP.dim: "J/FLOP", ENERGY_PER_BYTE.dim: "J/B",
+             POWER_DENSITY.dim: "W/m2", AREA_PER_BYTE.dim: "m2/B",
+             AREA_PER_RATE.dim: "m2/(FLOP/s)", OPS_PER_CYCLE.dim: "FLOP/cycle"}
+
 _DECIMAL_UP = {"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 _DECIMAL_DOWN = {"m": 1e-3, "u": 1e-6, "\u00b5": 1e-6, "\u03bc": 1e-6, "n": 1e-9, "p": 1e-12}
 _BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
@@ -119,6 +126,17 @@ _ATOMS: dict[str, _Atom] = {
 }
 _ATOMS_LONGEST_FIRST = sorted(_ATOMS, key=len, reverse=True)
 
+# Unit exponents a quantity may use: mm2, mm^2, the superscripts 2 and 3, s^-1 ... A larger
+# one ("TB^30") is a typo, and (2^50)^30 leaves the float range.
+MAX_EXPONENT = 3
+# Magnitudes a quantity may take, in its SI unit (bytes, seconds, FLOP/s, W, m^2, J/B ...):
+# 30 orders of magnitude either side of 1 hold every physical chip, workload and process
+# constant (1 YB is 1e24 B; 1 fJ/B is 1e-15 J/B) with room to spare, and keep products of
+# a dozen such numbers (units x clock x peak, bytes / bandwidth) inside the float range
+# (1e308), so no model output overflows to inf or underflows to 0. README, "Input limits".
+MAX_MAGNITUDE = 1e30
+MIN_MAGNITUDE = 1e-30
+
 _NUMBER = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*(.*?)\s*$")
 _EXPONENT = re.compile(r"^(.*?)(?:\^?(-?\d+)|(\u00b2)|(\u00b3))$")
 
@@ -138,6 +156,9 @@ def _atom(text: str, original: str) -> tuple[float, Dim]:
     if m and (m.group(2) or m.group(3) or m.group(4)) and m.group(1):
         core = m.group(1)
         exp = int(m.group(2)) if m.group(2) else (2 if m.group(3) else 3)
+        if exp == 0 or abs(exp) > MAX_EXPONENT:
+            raise UnitError(f"unit '{text}' in '{original}': exponent {exp} is out of range "
+                            f"(1 to {MAX_EXPONENT}, or -1 to -{MAX_EXPONENT})")
     for name in _ATOMS_LONGEST_FIRST:
         if not core.endswith(name):
             continue
@@ -166,7 +187,7 @@ def parse_quantity(text: str) -> tuple[float, Dim]:
     m = _NUMBER.match(text)
     if not m:
         raise UnitError(f"'{text}' is not a number followed by a unit")
-    value = float(m.group(1))
+    value = float(m.group(1))  # digits beyond the float range give inf: rejected by to_kind
     unit = m.group(2)
     if not unit:
         raise UnitError(f"'{text}' has no unit")
@@ -178,7 +199,7 @@ def parse_quantity(text: str) -> tuple[float, Dim]:
         sign = 1 if i == 0 else -1
         for atom_text in re.split(r"[*\u00b7]", part):
             s, d = _atom(atom_text, text)
-            scale *= s**sign
+            scale *= s**sign  # a long product may reach inf or 0: rejected by to_kind
             dim = [a + sign * b for a, b in zip(dim, d, strict=True)]
     return value * scale, tuple(dim)  # type: ignore[return-value]
 
@@ -259,9 +280,11 @@ def to_kind(value: object, kind: Kind, *, clock_hz: float | None = None,
                         f"bytes (B): write '{typo}', or "
                         f"'{format_quantity(si, BYTES)}' for the same amount")
     if not math.isfinite(si):
-        raise UnitError(f"{expect}, found '{value}' (not finite)")
+        raise UnitError(f"{expect}, found '{value}' (not finite: beyond the range of a float)")
     if 0 < abs(si) < sys.float_info.min:
         raise UnitError(f"{expect}, found '{value}' (below the smallest normal float)")
+    if si != 0 and not MIN_MAGNITUDE <= abs(si) <= MAX_MAGNITUDE:
+        raise UnitError(f"{expect}, found '{value}' ({magnitude_problem(si, kind)})")
     if positive and si <= 0:
         raise UnitError(f"{expect}, found '{value}' (must be > 0)")
     if si < 0:
@@ -273,6 +296,14 @@ _UP = [("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)
 _UP_BIN = [("Pi", 2.0**50), ("Ti", 2.0**40), ("Gi", 2.0**30), ("Mi", 2.0**20), ("Ki", 2.0**10),
            ("", 1.0)]
 _DOWN = [("", 1.0), ("m", 1e-3), ("u", 1e-6), ("n", 1e-9), ("p", 1e-12)]
+
+
+def magnitude_problem(si: float, kind: Kind) -> str:
+    """Why an SI value lies outside [MIN_MAGNITUDE, MAX_MAGNITUDE]: 'above 1e+30 B/s ...'."""
+    unit = _SI_UNITS.get(kind.dim, "in SI units")
+    if abs(si) > MAX_MAGNITUDE:
+        return f"above {MAX_MAGNITUDE:g} {unit}, the largest quantity dse accepts"
+    return f"below {MIN_MAGNITUDE:g} {unit}, the smallest quantity dse accepts"
 
 
 def format_quantity(value: float, kind: Kind, digits: int = 4) -> str:

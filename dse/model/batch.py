@@ -26,7 +26,8 @@ from dse.spec.hardware import (
     PRECISIONS,
     HardwareSpec,
 )
-from dse.spec.vocabulary import COUPLED, canonical, convert
+from dse.spec.types import MAX_WHOLE
+from dse.spec.vocabulary import COUPLED, Term, canonical, convert
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ class _Values:
             if any(cyc):
                 self.per_cycle.add(path)
             self.parsed[path] = convert(path, term, value, 1.0 if any(cyc) else clock0)
+            _in_range(path, term, self.parsed[path])
         sizes = {a.size for a in self.parsed.values() if a.size != 1}
         if len(sizes) > 1:
             raise DseError("overrides have different lengths "
@@ -179,6 +181,31 @@ class _Values:
         if not np.all(np.isfinite(values)):
             raise DseError(f"--set: {what} overflows for some designs (beyond the range of "
                            "a float); check the values given")
+
+
+def _in_range(path: str, term: Term, values: np.ndarray) -> None:
+    """The magnitudes YAML accepts (README, "Input limits"): a quantity within
+    units.MIN_MAGNITUDE .. MAX_MAGNITUDE of its SI unit, a plain number likewise, a whole
+    number up to MAX_WHOLE; so a value given as a plain number (an SI value) cannot take a
+    design past the float range where its unit-carrying spelling would be refused."""
+    scale = term.kind.scale if term.kind is not None else 1.0
+    si = np.abs(values.ravel()) / scale
+    bad = (si != 0) & ((si < units.MIN_MAGNITUDE) | (si > units.MAX_MAGNITUDE))
+    if term.integer:
+        bad |= si > MAX_WHOLE
+    if not bad.any():
+        return
+    j = int(np.argmax(bad))
+    found, value = values.ravel()[j], float(si[j])
+    if term.integer and value > MAX_WHOLE:
+        why = f"above {MAX_WHOLE} (2^53), the largest whole number dse accepts"
+    elif term.kind is not None:
+        why = units.magnitude_problem(value, term.kind)
+    else:
+        why = (f"below {units.MIN_MAGNITUDE:g}, the smallest magnitude dse accepts"
+               if value < units.MIN_MAGNITUDE else
+               f"above {units.MAX_MAGNITUDE:g}, the largest magnitude dse accepts")
+    raise DseError(f"--set {path}: expected {term.describe_range()}, found {found:g} ({why})")
 
 
 def _tile(v: _Values, c) -> tuple[int, int, int] | np.ndarray | None:

@@ -10,6 +10,7 @@ sweep of N designs on one scenario is one vectorized pass. No I/O and no renderi
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,13 @@ if TYPE_CHECKING:
 # vocabulary (`memory.L2.capacity`, `compute.units`, ...).
 SCENARIO_FIELDS = ("phase", "batch", "seq_in", "seq_out", "precision", "kv_precision")
 MODES = ("zip", "grid")
+# Most design points one sweep (`dse eval`, `dse workload`, `sweep()`) may have: README,
+# "Input limits". At the limit, measured on one core: 10,000 hardware designs (--set lists)
+# take 4-6 s and 190-310 MB as CSV or JSON (40 s and 390 MB with --ops); 10,000 scenario
+# points (--batch, --seq-in, --seq-out) take ~17 ms each in `dse eval` (~3 min) and ~1.6 ms
+# each in `dse workload` (16 s, 340 MB). A 200 x 200 x 200 grid took 116 s and 5.8 GB before
+# it ran out of memory. Larger explorations are studies (`dse study`), or several sweeps.
+MAX_POINTS = 10_000
 
 
 def option_name(key: str) -> str:
@@ -34,15 +42,33 @@ def option_name(key: str) -> str:
     return f"--{key.replace('_', '-')}" if key in SCENARIO_FIELDS else f"--set {key}"
 
 
+def check_points(lengths: dict[str, int], mode: str = "grid") -> int:
+    """The number of design points lists of these lengths (key -> length) make as a zip
+    (the longest) or a grid (the product); DseError naming the options when it exceeds
+    MAX_POINTS (before any point is built)."""
+    grid = mode == "grid"
+    count = math.prod(lengths.values()) if grid else max(lengths.values(), default=1)
+    if count > MAX_POINTS:
+        many = {k: n for k, n in lengths.items() if n > 1}
+        options = (" x " if grid else ", ").join(option_name(k) for k in many)
+        how = f"{count:,}" if len(many) == 1 else (
+            " x ".join(f"{n:,}" for n in many.values()) + f" = {count:,}" if grid
+            else f"{count:,} zipped")
+        raise DseError(f"{options}: {how} points, above the limit of {MAX_POINTS:,} a sweep "
+                       "may have; narrow the lists or split the sweep (README, Input limits)")
+    return count
+
+
 def expand(values: dict[str, Any], mode: str = "zip") -> list[dict[str, Any]]:
     """The design points of `values` (key -> list of values, or one value) combined as a zip
-    or a grid; at least one point."""
+    or a grid; at least one point, at most MAX_POINTS."""
     if mode not in MODES:
         raise DseError(f"sweep mode: expected one of: {', '.join(MODES)}, found '{mode}'")
     lists = {k: (list(v) if isinstance(v, list | tuple) else [v]) for k, v in values.items()}
     for key, items in lists.items():
         if not items:
             raise DseError(f"{option_name(key)}: expected at least one value")
+    check_points({k: len(v) for k, v in lists.items()}, mode)
     if mode == "grid":
         return [dict(zip(lists, combo, strict=True))
                 for combo in itertools.product(*lists.values())]

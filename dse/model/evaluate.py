@@ -45,6 +45,7 @@ from dse.errors import DseError
 from dse.model import training
 from dse.model.area import area
 from dse.model.batch import DesignBatch, design_batch
+from dse.model.chunks import chunked  # issue 15: chunked evaluation
 from dse.model.execution import Execution
 from dse.model.operating_point import CALIBRATION_GEMMS, calibrate
 from dse.model.parallel import chip_ops, collective_times
@@ -186,6 +187,7 @@ def _reject(condition: bool, message: str) -> None:
         raise DseError(message)
 
 
+@chunked  # issue 15: any number of designs in bounded memory (dse.model.chunks)
 def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | None = None, *,
              phase: str | None = None, batch: int | str | None = None,
              seq_in: int | None = None, seq_out: int | None = None,

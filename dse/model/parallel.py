@@ -234,6 +234,13 @@ def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Col
         groups.append(2)
         sizes.append(tokens * f.hidden_bytes_per_token)
         counts.append(passes * hops)
+    return collectives_of(names, kinds, stages, groups, sizes, counts)
+
+
+def collectives_of(names: list, kinds: list, stages: list, groups: list, sizes: list,
+                   counts: list) -> Collectives:
+    """Collectives from one list per field, one entry per collective (sizes and counts:
+    numbers, or [N] arrays where they differ by design)."""
     lead = np.broadcast_shapes(*(np.shape(v) for v in (*sizes, *counts))) if sizes else ()
 
     def cols(values: list) -> np.ndarray:

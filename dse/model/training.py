@@ -39,7 +39,7 @@ import numpy as np
 from dse.errors import DseError
 from dse.model.batch import DesignBatch
 from dse.model.execution import Execution
-from dse.model.parallel import Collectives, chip_ops, collective_times
+from dse.model.parallel import Collectives, chip_ops, collective_times, collectives_of
 from dse.model.placement import TRAINING, WORKSPACE, Footprint, Placement, place
 from dse.model.stages import (
     PIPELINE,
@@ -287,18 +287,7 @@ def _with_training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scena
             groups.append(float(ex.dp))
             sizes.append(np.asarray(size, dtype=float))
             counts.append(np.asarray(count, dtype=float))
-    lead = np.broadcast_shapes(*(np.shape(v) for v in (*sizes, *counts))) if sizes else ()
-
-    def cols(values: list) -> np.ndarray:
-        if not values:
-            return np.zeros(0)
-        return np.stack([np.broadcast_to(np.asarray(v, dtype=float), lead) for v in values],
-                        axis=-1)
-
-    return Collectives(name=np.array(names, dtype=object), kind=np.array(kinds, dtype=object),
-                       stage=np.array(stages, dtype=object),
-                       group=np.array(groups, dtype=float), nbytes=cols(sizes),
-                       count=cols(counts))
+    return collectives_of(names, kinds, stages, groups, sizes, counts)
 
 
 def _stage_time(st: Step, stage: str) -> np.ndarray:

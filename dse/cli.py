@@ -102,9 +102,12 @@ def check(
 
 
 def _dump(doc: dict[str, Any], fmt: Format) -> str:
+    """`doc` as JSON or YAML, non-finite numbers as null (dse.report.jsonout)."""
+    from dse.report import jsonout
+
     if fmt is Format.json:
-        return json.dumps(doc, indent=2)
-    return yaml.safe_dump(doc, sort_keys=False, width=100)
+        return jsonout.dumps(doc)
+    return yaml.safe_dump(jsonout.finite(doc), sort_keys=False, width=100)
 
 
 @app.command()
@@ -161,7 +164,21 @@ def _int_list(text: str | None, option: str, words: tuple[str, ...] = ()
                        f"comma-separated), found '{text}'") from None
     if not values:
         raise DseError(f"{option}: expected at least one value")
+    for v in values:
+        if isinstance(v, int):
+            _whole(v, option)
     return values
+
+
+def _whole(value: int, option: str) -> int:
+    """`value` when it is a whole number a float holds exactly (README, "Input limits")."""
+    from dse.spec.types import MAX_WHOLE
+
+    if abs(value) > MAX_WHOLE:
+        shown = str(value) if value.bit_length() < 100 else f"a number of {len(str(value))} digits"
+        raise DseError(f"{option}: expected a whole number of at most {MAX_WHOLE} (2^53), "
+                       f"found {shown}")
+    return value
 
 
 @app.command()
@@ -190,17 +207,19 @@ def workload(
 
     from dse.report import workload_view as view
     from dse.spec.load import load_workload
+    from dse.sweep import check_points
     from dse.workloads import lower, resolve_scenario
     from dse.workloads.transformer import CONVENTIONS
 
     if convention not in CONVENTIONS:
         raise DseError(f"--convention: expected one of: {', '.join(CONVENTIONS)}, "
                        f"found '{convention}'")
+    lists = {"batch": _int_list(batch, "--batch", _batch_words()),
+             "seq_in": _int_list(seq_in, "--seq-in"), "seq_out": _int_list(seq_out, "--seq-out")}
+    check_points({k: len(v) for k, v in lists.items()})
     spec = load_workload(name)
     docs = []
-    for b, si, so in itertools.product(_int_list(batch, "--batch", _batch_words()),
-                                       _int_list(seq_in, "--seq-in"),
-                                       _int_list(seq_out, "--seq-out")):
+    for b, si, so in itertools.product(*lists.values()):
         sc_name, sc = resolve_scenario(spec, scenario, phase=phase, batch=b, seq_in=si,
                                        seq_out=so, precision=precision)
         note = None
@@ -223,7 +242,9 @@ def _render(fmt: TableFormat, document: Any, csv_rows: Callable[[], Any],
     """Print JSON of `document` (or of what it returns, when callable), CSV of `csv_rows()`
     (records or a DataFrame), or the rich renderable `table()`."""
     if fmt is TableFormat.json:
-        typer.echo(json.dumps(document() if callable(document) else document, indent=2))
+        from dse.report import jsonout
+
+        typer.echo(jsonout.dumps(document() if callable(document) else document))
     elif fmt is TableFormat.csv:
         import pandas as pd
 
@@ -343,6 +364,8 @@ def eval_(
     from dse.spec.load import load_design
     from dse.sweep import sweep
 
+    for option, count in (("--chips", chips), ("--tp", tp), ("--pp", pp)):
+        _whole(count, option)
     values = _sweep_values(phase, batch, seq_in, seq_out, precision, sets)
     spec, tech, no_power = load_design(hardware)
     sw = sweep(spec, dse.load_workload(workload), scenario, values=values,
@@ -387,12 +410,14 @@ def validate(
 
     if fmt is Format.yaml:
         raise DseError("--format: expected table or json")
-    rows = val.run(measurements or None)
-    doc = view.validation_document(rows, val.summary(rows))
+    rows, invalid = view.screen(val.run(measurements or None))
+    doc = view.validation_document(rows, val.summary(rows), invalid)
     if plot is not None:
         view.draw(view.plot_data(rows), plot)
     if fmt is Format.json:
-        typer.echo(json.dumps(doc, indent=2))
+        from dse.report import jsonout
+
+        typer.echo(jsonout.dumps(doc))
     else:
         from rich.console import Console
 
@@ -430,7 +455,9 @@ def area(
     if plot is not None:
         area_view.draw(docs, plot)
     if fmt is Format.json:
-        typer.echo(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
+        from dse.report import jsonout
+
+        typer.echo(jsonout.dumps(docs[0] if len(docs) == 1 else docs))
     else:
         from rich.console import Console
 

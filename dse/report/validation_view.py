@@ -4,6 +4,8 @@ and a log-log scatter per phase and metric with the +-20% band. Plot data is com
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,8 +16,40 @@ from dse.validate import Row
 BAND = 0.20  # the +-20% band drawn around the diagonal
 
 
-def validation_document(rows: list[Row], summary: dict) -> dict[str, Any]:
-    return {"rows": [r.record() for r in rows], "summary": summary}
+def screen(rows: list[Row]) -> tuple[list[Row], dict[str, str]]:
+    """The rows with every unusable comparison taken out of the scores, and why each such
+    row is invalid (by id). A row is invalid when its relative error is not a finite number
+    (a measured value so small that (predicted - measured) / measured leaves the float
+    range) or its prediction is not finite: it keeps its measured and predicted values but
+    loses its rel_error, so no summary, table or plot counts it."""
+    out, invalid = [], {}
+    for r in rows:
+        why = None
+        if r.predicted is not None and not math.isfinite(r.predicted):
+            why = f"the predicted value ({r.predicted}) is not a finite number"
+        elif r.rel_error is not None and not math.isfinite(r.rel_error):
+            why = (f"the measured value {r.measured!r} is too small to compare with: the "
+                   "relative error is beyond the range of a float")
+        if why is None:
+            out.append(r)
+            continue
+        invalid[r.id] = why
+        out.append(dataclasses.replace(r, rel_error=None))
+    return out, invalid
+
+
+def validation_document(rows: list[Row], summary: dict,
+                        invalid: dict[str, str] | None = None) -> dict[str, Any]:
+    """Rows and summary as one document; an invalid row (`screen`) has a null rel_error and
+    an `invalid` reason, and the summary counts them."""
+    invalid = invalid or {}
+    records = []
+    for r in rows:
+        rec = r.record()
+        if r.id in invalid:
+            rec["invalid"] = invalid[r.id]
+        records.append(rec)
+    return {"rows": records, "summary": {**summary, "invalid": len(invalid)}}
 
 
 def validation_tables(doc: dict[str, Any]) -> Any:
@@ -30,8 +64,11 @@ def validation_tables(doc: dict[str, Any]) -> Any:
                         else "left", overflow="fold")
     for r in doc["rows"]:
         if r["rel_error"] is None:
+            why = ("invalid: " + r["invalid"]) if r.get("invalid") else \
+                "skipped: " + (r.get("skipped") or "")
+            predicted = "-" if r["predicted"] is None else f"{r['predicted']:.4g}"
             rows.add_row(r["id"], r["hardware"], r["workload"], r["phase"], r["metric"],
-                         f"{r['measured']:.4g}", "-", "-", "-", "skipped: " + r["skipped"])
+                         f"{r['measured']:.4g}", predicted, "-", "-", why)
             continue
         rows.add_row(r["id"], r["hardware"], r["workload"], r["phase"], r["metric"],
                      f"{r['measured']:.4g}", f"{r['predicted']:.4g}", f"{r['rel_error']:+.1%}",
@@ -44,6 +81,8 @@ def validation_tables(doc: dict[str, Any]) -> Any:
             summ.add_row(phase, str(s["n"]), f"{s['median']:.1%}", f"{s['p90']:.1%}",
                          f"{s['max']:.1%}")
     summ.add_row("skipped", str(doc["summary"]["skipped"]), "", "", "")
+    if doc["summary"].get("invalid"):
+        summ.add_row("invalid", str(doc["summary"]["invalid"]), "", "", "")
     return Group(rows, summ)
 
 

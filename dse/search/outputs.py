@@ -177,7 +177,7 @@ def run_record(study: Study, storage: str) -> dict:
 
 def write_resolved(study_doc: dict, record: dict, out: Path) -> list[Path]:
     """study.resolved.yaml (a study file, its provenance in the header) and run.json."""
-    import json
+    from dse.report import jsonout
 
     path = out / "study.resolved.yaml"
     head = (f"# The study as run by dse {record['dse_version']} (Optuna "
@@ -185,7 +185,7 @@ def write_resolved(study_doc: dict, record: dict, out: Path) -> list[Path]:
             f"{record['fingerprint']}.\n# Reproduce: dse study {path.name} --out NEW_FOLDER\n")
     path.write_text(head + yaml.safe_dump(study_doc, sort_keys=False, width=100))
     run = out / "run.json"
-    run.write_text(json.dumps(record, indent=2) + "\n")
+    run.write_text(jsonout.dumps(record) + "\n")
     return [path, run]
 
 

@@ -156,6 +156,6 @@ def memory(
     else:
         from rich.console import Console
 
-        Console(width=max(120, Console().width)).print(view.memory_tables(doc, n_top))
+        Console(width=max(150, Console().width)).print(view.memory_tables(doc, n_top))
     if not doc["fits"]:
         raise typer.Exit(3)

@@ -79,11 +79,12 @@ def test_fixed_setup_is_reported_as_given():
 def test_table_shows_breakdown_placement_and_setup():
     result = run(*GPT3)
     assert result.exit_code == 0, result.output
+    out = " ".join(result.stdout.split())  # as words: rich wraps to the terminal's width
     for text in ("gpt3-175b [megatron-training", "global batch 1536 sequences x 2048 tokens",
                  "1024 chips (tp 8, pp 16, dp 8)", "fits: yes", "optimizer state",
                  "activations", "temporary buffers", "Placement per level", "HBM3",
                  "(chosen)", "step time"):
-        assert text in result.stdout, text
+        assert text in out, text
 
 
 def test_done_when_command_ranks_strategies_that_fit(done_when):
@@ -149,7 +150,7 @@ def test_nothing_fits_says_what_the_least_needs():
     assert least["bytes_per_chip"] > least["room_bytes"]
     result = run(*args)
     assert result.exit_code == 3
-    assert "no strategy fits on 8 chips" in result.stdout
+    assert "no strategy fits on 8 chips" in " ".join(result.stdout.split())
 
 
 def test_model_that_fits_only_with_offload_is_reported_as_fitting_with_offload():
@@ -162,7 +163,8 @@ def test_model_that_fits_only_with_offload_is_reported_as_fitting_with_offload()
     assert doc["placement"]["LPDDR5X"] >= doc["offloaded_bytes"]
     assert doc["beyond_fast_bytes"]["LPDDR5X"] == doc["placement"]["LPDDR5X"]
     result = run("memory", "gh200", "llama2-13b", "--offload", "LPDDR5X")
-    assert "fits: yes, with offload" in result.stdout and "offloaded to LPDDR5X" in result.stdout
+    out = " ".join(result.stdout.split())
+    assert "fits: yes, with offload" in out and "offloaded to LPDDR5X" in out
     # without an offload option placement spills the optimizer state there by itself
     spilled = doc_of("memory", "gh200", "llama2-13b")
     assert spilled["fits"] is True and spilled["fits_without_offload"] is False
@@ -216,7 +218,7 @@ def test_recommender_rejects_training_setups():
 def test_one_planner_pass_equals_the_plan_of_each_strategy():
     wl = dse.load_workload("llama2-70b")
     db = dse.design_batch(dse.load_hardware("gh200"))
-    name, sc, _ = mp.training_scenario(wl, None, chips=64)
+    _, sc, _ = mp.training_scenario(wl, None, chips=64)
     cands = mp.strategies(wl, sc, db, 64)
     mem = mp.plan_all(wl, sc, 64, cands)
     rng = np.random.default_rng(0)
@@ -245,3 +247,18 @@ def test_enumeration_rules():
     assert len(picked) == 10
     # the first of each group: no recomputation, ZeRO 1 (the step model's first choice)
     assert all(cands[i].recompute == "none" and cands[i].zero in (0, 1) for i in picked)
+
+
+def test_fit_per_tier_and_offload_levels():
+    wl = dse.load_workload("llama2-13b")
+    db = dse.design_batch(dse.load_hardware("middle-ground"))  # HBM3, then LPDDR5X and CXL
+    assert mp.slower_levels(db) == ["LPDDR5X", "CXL"]
+    _, sc, _ = mp.training_scenario(wl, None, chips=2)
+    cands = mp.strategies(wl, sc, db, 2)
+    assert {s.offload for s in cands} == {None, "LPDDR5X", "CXL"}
+    fits = mp.fitting(db, cands, mp.plan_all(wl, sc, 2, cands))
+    assert fits.shape == (len(cands), 3)
+    # a wider set of tiers never fits less; an offload needs its level among the tiers
+    assert np.all(fits[:, 1] >= fits[:, 0]) and np.all(fits[:, 2] >= fits[:, 1])
+    off = np.array([s.offload or "" for s in cands])
+    assert not fits[off == "LPDDR5X", 0].any() and not fits[off == "CXL", :2].any()

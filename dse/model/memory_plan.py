@@ -23,10 +23,11 @@ Suggestions (`suggest`):
              micro-batch touches (the parameters the chip keeps, gradients, activations,
              temporaries) fits the fast tier (the step model keeps its training state
              there), and the offloaded part fits the level it goes to;
-  shortlist  per (tp, pp, offload) and micro-batch, the first that fits in the step model's
-             order of preference (least recomputation, then ZeRO 1, 2, 0, 3, sequence
-             parallelism first): the setup `dse eval` would time for it; at most
-             MAX_EVALUATED, dropping the smallest micro-batches of every group first;
+  shortlist  per (tp, pp, offload) and micro-batch, the first in the step model's order of
+             preference (least recomputation, then ZeRO 1, 2, 0, 3, sequence parallelism
+             first) that fits the fast tier, and the first that fits each wider set of tiers:
+             the setups `dse eval` would time for it; at most MAX_EVALUATED, dropping the
+             smallest micro-batches of every group first;
   rank       each one shortlisted is evaluated with every field fixed (explicit chips, tp, pp
              and a complete training block); the feasible ones are ranked by step time.
 """
@@ -302,32 +303,43 @@ def plan_all(wl: WorkloadSpec, sc: Scenario, chips: int, cands: list[Strategy],
 
 
 def fitting(db: DesignBatch, cands: list[Strategy], mem: TrainingMemory) -> np.ndarray:
-    """[S] bool: the strategy's bytes per chip fit the chip's resident capacity, what every
-    micro-batch touches (gradients, activations, temporaries, after the parameters the
-    chip keeps, which placement serves first) fits the fast tier, and the offloaded part
-    fits the level it goes to."""
+    """[S, R] bool: the strategy fits the first r + 1 of the chip's R tiers (the fast tier,
+    then each slower level added): its bytes per chip (on the chip and offloaded) fit their
+    resident capacity, what every micro-batch touches (gradients, activations, temporaries,
+    after the parameters the chip keeps, which placement serves first) fits the fast tier,
+    and the offloaded part fits the level it goes to. Column -1: it fits at all."""
     need = mem.total + mem.offloaded
-    room = db.resident_capacity[0]
-    fast = room[tiers(db)[0]].sum()
+    fast, slow = tiers(db)
+    cap = db.resident_capacity[0]
+    rooms = np.cumsum([cap[fast].sum(), *cap[slow]])  # [R]
     held = mem.parameters + mem.gradients + mem.activations + mem.temporary
-    ok = (need <= room.sum()) & (held <= fast)
-    names = list(db.level_names)
+    ok = (need[:, None] <= rooms[None, :]) & (held <= rooms[0])[:, None]
     off = np.array([s.offload or "" for s in cands], dtype=object)
-    for level in slower_levels(db):
-        room = db.resident_capacity[0, names.index(level)]
-        ok &= (off != level) | (mem.offloaded <= room)
+    for r, k in enumerate(slow, start=1):  # offloaded to level k: only the tiers with it
+        to_k = off == db.level_names[k]
+        ok[to_k, :r] = False
+        ok[to_k] &= (mem.offloaded[to_k] <= cap[k])[:, None]
     return ok
 
 
 def shortlist(cands: list[Strategy], fits: np.ndarray, limit: int = MAX_EVALUATED) -> list[int]:
-    """Indices to evaluate: per (tp, pp, offload) group and micro-batch the first that fits
-    (candidates are in the step model's order of preference); at most `limit`, taking the
-    largest micro-batch of every group first, then the next largest, and so on."""
-    groups: dict[tuple, dict[int, int]] = {}
-    for i, s in enumerate(cands):
-        if fits[i]:
-            groups.setdefault((s.tp, s.pp, s.offload), {}).setdefault(s.micro_batch, i)
-    ranked = [[firsts[b] for b in sorted(firsts, reverse=True)] for firsts in groups.values()]
+    """Indices to evaluate: per (tp, pp, offload) group and micro-batch, the first that fits
+    the fast tier and the first that fits each wider set of tiers (`fitting`'s columns;
+    candidates are in the step model's order of preference, which picks the same); at most
+    `limit`, taking the largest micro-batch of every group first, then the next largest."""
+    fits = fits.reshape(len(cands), -1)
+    groups: dict[tuple, dict[int, list[int]]] = {}
+    for r in range(fits.shape[1]):
+        firsts: dict[tuple, int] = {}
+        for i in np.flatnonzero(fits[:, r]):
+            s = cands[i]
+            firsts.setdefault((s.tp, s.pp, s.offload, s.micro_batch), int(i))
+        for (tp, pp, off, b), i in firsts.items():
+            picked = groups.setdefault((tp, pp, off), {}).setdefault(b, [])
+            if i not in picked:
+                picked.append(i)
+    ranked = [[i for b in sorted(by_mb, reverse=True) for i in by_mb[b]]
+              for by_mb in groups.values()]
     out: list[int] = []
     for k in range(max((len(r) for r in ranked), default=0)):
         out += [r[k] for r in ranked if k < len(r)]
@@ -369,7 +381,7 @@ def suggest(db: DesignBatch, wl: WorkloadSpec, name: str, sc: Scenario, chips: i
     least = int(np.argmin(need))
     summary["least_memory"] = {**_fields(cands[least]), "bytes_per_chip": float(need[least]),
                                "room_bytes": float(db.resident_capacity[0].sum())}
-    summary["fit"] = int(fits.sum())
+    summary["fit"] = int(fits[:, -1].sum())
     picked = shortlist(cands, fits)
     slow = tiers(db)[1]
     rows = []

@@ -215,7 +215,7 @@ def _suggestions(doc: dict[str, Any], top: int) -> list[Any]:
     for col in ("rank", "tp", "pp", "dp", "micro-\nbatch", "ZeRO", "recompute", "SP",
                 "offload", "memory\nper chip", "step time", "tokens/s", "MFU"):
         t.add_column(col, justify="left" if col in ("recompute", "offload") else "right",
-                     no_wrap=col == "offload")
+                     no_wrap=True)
     for r in shown:
         t.add_row(str(r["rank"]), str(r["tp"]), str(r["pp"]), str(r["dp"]),
                   f"{r['micro_batch']} x {r['microbatches']:g}", str(r["zero"]),
@@ -225,8 +225,9 @@ def _suggestions(doc: dict[str, Any], top: int) -> list[Any]:
                   "-" if r["mfu"] is None else f"{r['mfu']:.1%}")
     foot = (f"{summ['enumerated']:,} strategies enumerated, {summ['fit']:,} fit the memory "
             f"planner, {summ['evaluated']} evaluated (per tp, pp, offload and micro-batch the "
-            f"first that fits in the step model's order: least recomputation, ZeRO 1, 2, 0, 3, "
-            f"SP on; at most {summ['max_evaluated']}), {summ['feasible']} feasible. tp <= "
+            f"first in the step model's order, least recomputation, ZeRO 1, 2, 0, 3, SP on, "
+            f"that fits the fast tier, and each wider set of tiers; at most "
+            f"{summ['max_evaluated']}), {summ['feasible']} feasible. tp <= "
             f"{summ['tp_max']} (one node), pp divides the layers, dp the global batch. "
             "micro-batch: sequences x micro-batches per step; recompute none runs fused "
             "attention (scores recomputed, as selective).")

@@ -4,11 +4,7 @@ step time. Pure data first (`memory_document`, `json_text`), then rich tables.""
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any
-
-import numpy as np
 
 from dse import units
 
@@ -32,24 +28,11 @@ def memory_document(breakdown: dict[str, Any], notes: list[str],
     return doc
 
 
-def finite(doc: Any) -> Any:
-    """`doc` with numpy values as plain ones and every non-finite float as None."""
-    if isinstance(doc, dict):
-        return {k: finite(v) for k, v in doc.items()}
-    if isinstance(doc, list | tuple):
-        return [finite(v) for v in doc]
-    if isinstance(doc, np.ndarray):
-        return finite(doc.tolist())
-    if isinstance(doc, np.generic):
-        return finite(doc.item())
-    if isinstance(doc, float) and not math.isfinite(doc):
-        return None
-    return doc
-
-
 def json_text(doc: dict[str, Any]) -> str:
-    """Strict JSON (no NaN or Infinity: null instead)."""
-    return json.dumps(finite(doc), indent=2, allow_nan=False)
+    """Strict JSON through the one writer (dse.report.jsonout: NaN and infinities as null)."""
+    from dse.report import jsonout
+
+    return jsonout.dumps(doc)
 
 
 def _bytes(value: float | None) -> str:

@@ -177,7 +177,7 @@ def run_record(study: Study, storage: str) -> dict:
 
 def write_resolved(study_doc: dict, record: dict, out: Path) -> list[Path]:
     """study.resolved.yaml (a study file, its provenance in the header) and run.json."""
-    from dse.report import jsonout
+    import json
 
     path = out / "study.resolved.yaml"
     head = (f"# The study as run by dse {record['dse_version']} (Optuna "
@@ -185,7 +185,9 @@ def write_resolved(study_doc: dict, record: dict, out: Path) -> list[Path]:
             f"{record['fingerprint']}.\n# Reproduce: dse study {path.name} --out NEW_FOLDER\n")
     path.write_text(head + yaml.safe_dump(study_doc, sort_keys=False, width=100))
     run = out / "run.json"
-    run.write_text(jsonout.dumps(record) + "\n")
+    # strict JSON like every command's (dse.report.jsonout, a layer above): the record holds
+    # only text and the study's validated, finite numbers
+    run.write_text(json.dumps(record, indent=2, allow_nan=False) + "\n")
     return [path, run]
 
 

@@ -130,13 +130,13 @@ def with_training(sc: Scenario, db: DesignBatch, given: dict[str, Any],
                         if tiers(db)[0] else "it has no level that holds data")
             raise DseError(f"--offload: {db.spec.name} has no slower memory level "
                            f"'{level}' to offload to; {expected}")
-        given["offload"] = {"to": level, "optimizer": 1.0,
-                            "parameters": 1.0 if offload_params else 0.0}
+        given["offload"] = {"to": level, "optimizer": True,
+                            "parameters": bool(offload_params)}
     elif offload_params:
         if t.offload is None:
             raise DseError("--offload-params: give --offload LEVEL, the level that holds "
                            "the parameters")
-        given["offload"] = {**t.offload.model_dump(), "parameters": 1.0}
+        given["offload"] = {**t.offload.model_dump(), "parameters": True}
     if not given:
         return sc
     fields_ = {**t.model_dump(exclude_unset=True), **given}
@@ -272,7 +272,7 @@ def _scenario_of(sc: Scenario, s: Strategy, offload_params: bool) -> Scenario:
     """`sc` with strategy `s`'s training fields (the others as the scenario has them)."""
     t = sc.training or Training()
     off = None if s.offload is None else Offload(
-        to=s.offload, optimizer=1.0, parameters=1.0 if offload_params else 0.0)
+        to=s.offload, optimizer=True, parameters=bool(offload_params))
     block = t.model_copy(update={"micro_batch": s.micro_batch, "zero": s.zero,
                                  "recompute": s.recompute,
                                  "sequence_parallel": s.sequence_parallel, "offload": off})

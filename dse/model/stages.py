@@ -225,6 +225,13 @@ def timed(db: DesignBatch, ops: ChipOps, acc: Access, facts: Facts) -> OpTimes:
     return out
 
 
+def spent(time: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Time x count, 0 where an operator or collective runs no times (a collective a chip
+    without links cannot run takes infinite time, but none of it when it never runs)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(count > 0, time * count, 0.0)
+
+
 def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: np.ndarray) -> Step:
     """Operators and collectives of one step joined (stage `step`): counts, times, bounds
     and the step's total time per design."""
@@ -233,7 +240,7 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
     count = np.concatenate([np.broadcast_to(ops.count, (n, len(ops.name))),
                             np.broadcast_to(coll.count, (n, nc))], axis=1)
     time = np.concatenate([t.time, t_coll], axis=1)
-    per = time * count
+    per = spent(time, count)
     return Step(
         ops=ops, names=np.concatenate([ops.name, coll.name]),
         precision=np.concatenate([ops.dtype.astype(object), np.full(nc, "", dtype=object)]),

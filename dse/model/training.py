@@ -47,6 +47,7 @@ from dse.model.stages import (
     access,
     activation_bytes,
     fit_text,
+    spent,
     step,
     timed,
 )
@@ -145,8 +146,6 @@ def check(wl: TransformerSpec, sc: Scenario, ex: Execution, db: DesignBatch) -> 
     if sc.precision not in TRAINING_PRECISIONS:
         raise DseError(f"precision {sc.precision}: training runs fp32, bf16, fp16, mixed or "
                        "fp8 (mixed precision with fp32 master weights)")
-    if wl.moe is not None and wl.moe.experts > 1 and t.expert_parallel == 1 and ex.tp > 1:
-        pass  # experts split like any FFN over tp (Megatron's default without EP)
 
 
 def run(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution) -> TrainingRun:
@@ -161,7 +160,9 @@ def run(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution) -> Tr
     # everything fast): the cheapest setup that fits each prefix of the resident levels.
     rooms = np.cumsum(db.resident_capacity, axis=1)[:, db.resident]  # [N, R]
     fast = np.cumsum(db.resident_capacity, axis=1)[:, _fast_levels(db)[-1]]  # [N]
-    held = mem.gradients + mem.activations + mem.temporary  # must stay in the fast tier
+    # placement fills the fast tier with the weights first, then what every micro-batch
+    # touches (stored activations, gradients, temporaries), which must stay there
+    held = mem.parameters + mem.gradients + mem.activations + mem.temporary
     picked: list[int] = []
     for b in sorted({c.micro_batch for c in cands}):
         idx = [i for i, c in enumerate(cands) if c.micro_batch == b]
@@ -200,9 +201,9 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
     # in a slower tier (activation offload is not modelled).
     allowed = {TRAINING: tuple(db.level_names[i] for i in _fast_levels(db))}
     if t.offload is not None:
-        if t.offload.optimizer >= 1:
+        if t.offload.optimizer:
             allowed["optimizer_state"] = (t.offload.to,)
-        if t.offload.parameters >= 1:
+        if t.offload.parameters:
             allowed["weights"] = (t.offload.to,)
     placed = place(db, fp, allowed)
     ws = activation_bytes(ops)
@@ -293,8 +294,8 @@ def _with_training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scena
 def _stage_time(st: Step, stage: str) -> np.ndarray:
     """[N] time of the step's operators of one stage (forward, recompute, backward)."""
     i = len(st.ops.name)
-    mask = (st.ops.stage == stage).astype(float)
-    return (st.time[:, :i] * st.count[:, :i] * mask).sum(axis=1)
+    return np.where(st.ops.stage == stage, spent(st.time[:, :i], st.count[:, :i]),
+                    0.0).sum(axis=1)
 
 
 def _overlapped(st: Step, m: float) -> Step:
@@ -309,7 +310,7 @@ def _overlapped(st: Step, m: float) -> Step:
     for j, name in enumerate(st.names.tolist()):
         if name in windows:
             time[:, j] = np.maximum(time[:, j] - windows[name], 0.0)
-    return dataclasses.replace(st, time=time, total=(time * st.count).sum(axis=1))
+    return dataclasses.replace(st, time=time, total=spent(time, st.count).sum(axis=1))
 
 
 def _with_extra(st: Step, db: DesignBatch, ex: Execution, t: Training, mem: TrainingMemory,

@@ -77,10 +77,10 @@ class Offload(Spec):
 
     to: str = Field(min_length=1)
     """Name of the hardware's memory level that holds them (host, an LPDDR or CXL tier)."""
-    optimizer: float = Field(default=1.0, ge=0, le=1)
-    """Share of the optimizer state (with the fp32 master weights) kept there."""
-    parameters: float = Field(default=0.0, ge=0, le=1)
-    """Share of the 16-bit parameters kept there (ZeRO-Infinity parameter offload)."""
+    optimizer: bool = True
+    """Whether the optimizer state (with the fp32 master weights) is kept there."""
+    parameters: bool = False
+    """Whether the 16-bit parameters are kept there too (ZeRO-Infinity parameter offload)."""
 
 
 class Compression(Spec):

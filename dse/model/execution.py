@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dse.errors import DseError
+from dse.spec.types import MAX_WHOLE
 
 # Fusion of the flash-attention kernel (Dao et al. 2022), used by every production inference
 # stack: scores, softmax and the weighted sum of V run as one kernel, so the score matrix never
@@ -32,8 +33,11 @@ class Execution:
     def __post_init__(self) -> None:
         for name in ("chips", "tp", "pp"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise DseError(f"--{name}: expected a positive whole number, found {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_WHOLE:
+                shown = repr(v) if not isinstance(v, int) or v.bit_length() < 100 \
+                    else "a number of over 30 digits"  # repr of a huge int itself raises
+                raise DseError(f"--{name}: expected a whole number from 1 to {MAX_WHOLE} "
+                               f"(2^53), found {shown}")
         if self.chips % (self.tp * self.pp):
             raise DseError(f"--chips {self.chips} is not a multiple of tp x pp = "
                            f"{self.tp * self.pp}; data parallelism needs whole replicas")

@@ -16,7 +16,7 @@ from pydantic import Field, ValidationInfo, field_serializer, field_validator, m
 from dse.errors import DseError
 from dse.spec import lengths as length_library
 from dse.spec.lengths import LengthDistribution
-from dse.spec.types import Spec, Time, TimeOrZero
+from dse.spec.types import MAX_WHOLE, Spec, Time, TimeOrZero
 
 Phase = Literal["gemm", "prefill", "decode", "serve", "inference", "training"]
 PHASES: tuple[str, ...] = get_args(Phase)
@@ -474,7 +474,11 @@ def gemm_from_name(ref: str) -> GemmSpec:
     if not match or any(int(g) == 0 for g in match.groups() if g is not None):
         raise DseError(f"{ref}: expected gemm:MxNxK or gemm:BxMxNxK with positive whole "
                        "numbers, e.g. gemm:1024x10240x5120")
-    nums = [int(g) for g in match.groups() if g is not None]
+    groups = [g for g in match.groups() if g is not None]
+    if any(len(g.lstrip("0")) > len(str(MAX_WHOLE)) or int(g) > MAX_WHOLE for g in groups):
+        raise DseError(f"{ref}: sizes are at most {MAX_WHOLE} (2^53, the largest whole "
+                       "number dse accepts)")
+    nums = [int(g) for g in groups]
     batch, (m, n, k) = (nums[0], nums[1:]) if len(nums) == 4 else (1, nums)
     return GemmSpec(name=ref, kind="gemm", source="matrix multiply given by name",
                     m=m, n=n, k=k, batch=batch)

@@ -189,7 +189,7 @@ class _Builder:
                       split="replicated")
             # Distinct experts a batch of `tokens` touches under uniform routing, and the
             # tokens each of them receives: E * (1 - (1 - k/E)^T) and T * k / that.
-            touched = e * (1.0 - (1.0 - k / e) ** tokens)
+            touched = -e * np.expm1(tokens * np.log1p(-k / e))  # exact for huge e
             experts = [(count * touched, tokens * k / touched, "expert_")]
             if m.moe.shared_experts:
                 experts.append((count * m.moe.shared_experts, tokens, "shared_"))

@@ -102,8 +102,6 @@ def test_flags_beyond_float_range_name_the_flag(flag):
         one_line_error(run("workload", "llama2-7b", flag, f"1,{BIG}"), f"{flag}: ")
 
 
-@pytest.mark.xfail(strict=True, reason="needs the change to gemm_from_name in "
-                                       "dse/spec/workload.py given in the issue-15 report")
 def test_gemm_sizes_beyond_float_range_are_one_line_errors():
     """T2 for gemm:MxNxK names: the schema refuses them; gemm_from_name must say so."""
     one_line_error(run("workload", f"gemm:{BIG}x4x4"), f"gemm:{BIG}x4x4: ")
@@ -353,3 +351,24 @@ def test_json_of_every_command_is_strict(args):
     ran = run(*args)
     assert ran.code in (0, 3), ran.stderr
     strict_json(ran.stdout)
+
+
+def test_chip_counts_beyond_2_53_are_refused_by_the_api():
+    """chips=10**400 raised ZeroDivisionError through the API (the CLI flags were bounded)."""
+    hw, wl = dse.load_hardware("h100-sxm"), dse.load_workload("llama2-7b")
+    for bad in (10**400, 2**53 + 1, 0):
+        with pytest.raises(DseError, match=r"^--chips: expected a whole number from 1 to "):
+            dse.evaluate(hw, wl, chips=bad)
+
+
+def test_moe_expert_coverage_is_exact_for_huge_expert_counts():
+    """The share of experts a batch touches, E (1 - (1 - k/E)^T), lost every digit for E
+    near 2^53 (1 - k/E rounds to 1); the expm1/log1p form keeps it."""
+    from dse.spec.workload import MoE, Scenario
+    from dse.workloads import lower
+
+    base = dse.load_workload("mixtral-8x7b")
+    big = base.model_copy(update={"moe": MoE(experts=2**50, top_k=2)})
+    t = lower(big, Scenario(phase="decode", batch=4, seq_in=16, seq_out=1))
+    up = list(t.name).index("expert_up_proj")
+    assert t.count[up] == pytest.approx(big.layers * 4 * 2, rel=1e-6)  # every token its own

@@ -138,13 +138,32 @@ def _merge_named(base: LList, over: LList, issues: list[Issue], path: str) -> LL
     return out
 
 
+# Keys of a mapping that state one thing in alternative ways (a skew as a Zipf exponent or
+# as a measured curve): giving one in a derived file replaces the base's, and the base's
+# `source` with it (it described the base's figures).
+_ALTERNATIVES = (frozenset({"alpha", "curve"}),)
+
+
+def _replaced(base: LDict, over: LDict) -> set[str]:
+    """Keys of `base` that `over` replaces by giving one of their alternatives."""
+    gone: set[str] = set()
+    for group in _ALTERNATIVES:
+        given = group & set(over)
+        if given and (group - given) & set(base):
+            gone |= (group - given) | ({"source"} - set(over))
+    return gone
+
+
 def _merge(base: Any, over: Any, issues: list[Issue], path: str = "") -> Any:
-    """Deep merge of `over` onto `base`: mappings merge key by key, lists of named mappings
-    merge by name, anything else is replaced."""
+    """Deep merge of `over` onto `base`: mappings merge key by key (a key's alternative,
+    `_ALTERNATIVES`, replaces it), lists of named mappings merge by name, anything else is
+    replaced."""
     if isinstance(base, LDict) and isinstance(over, LDict):
         out = LDict(over.pos)
+        gone = _replaced(base, over)
         for key in base:
-            out.copy_entry(base, key)
+            if key not in gone:
+                out.copy_entry(base, key)
         for key in over:
             sub = f"{path}.{key}" if path else key
             value = _merge(base[key], over[key], issues, sub) if key in base else over[key]

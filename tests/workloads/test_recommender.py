@@ -260,3 +260,20 @@ def test_training_on_eight_chips_runs_and_names_its_bounds() -> None:
     names = list(ev.ops_name)
     assert ev.ops_bound[0, names.index("gradients.all_reduce")] == "interconnect"
     assert ev.ops_bound[0, names.index("gather.t20.cols4.update")] == "HBM3"
+
+
+def test_a_derived_file_replaces_a_measured_curve_by_an_exponent(tmp_path: Path) -> None:
+    """t20 states its skew as a measured curve; a derived file that gives it an exponent
+    replaces the curve (and the curve's source) instead of failing on both at once, and a
+    uniform t20 is slower."""
+    p = tmp_path / "flat.yaml"
+    p.write_text("base: dlrm-dcnv2\nname: flat\nsource: what-if\ntables:\n"
+                 "  - {name: t20, rows: 40000000, dim: 128, lookups: 100, skew: {alpha: 0.0}}\n")
+    wl = dse.load_workload(p)
+    t20 = next(t for t in wl.tables if t.name == "t20")
+    assert t20.skew is not None and t20.skew.alpha == 0.0
+    assert t20.skew.curve is None and t20.skew.source is None
+    hw = dse.load_hardware("h100-sxm")
+    flat = dse.evaluate(hw, wl).metrics["samples_per_s"][0]
+    base = dse.evaluate(hw, dse.load_workload("dlrm-dcnv2")).metrics["samples_per_s"][0]
+    assert flat < base

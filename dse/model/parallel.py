@@ -39,6 +39,7 @@ from dse.model.execution import Execution
 from dse.model.performance import A, ChipOps
 from dse.workloads.optable import SPLITS as TABLE_SPLITS
 from dse.workloads.optable import TENSOR_CLASSES, Facts, OpTable
+from dse.workloads.transformer import DTYPE_BYTES
 
 
 @dataclass(frozen=True)
@@ -167,12 +168,29 @@ def chip_ops(table: OpTable, ex: Execution, stages_in_sequence: bool = True,
     if ex.fusion == "flash":
         # The score matrix and the softmax stay in the innermost level: the scores' output,
         # the softmax's input and output and the value step's input move there instead.
+        back = table.stage == "backward"
         for kind, moved in (("attention_score", (written,)), ("softmax", (read, written)),
                             ("attention_value", (read,))):
-            cols = np.flatnonzero(table.kind == kind)
+            cols = np.flatnonzero((table.kind == kind) & ~back)
             for a in moved:
                 onchip[..., cols] += a[..., cols, A]
                 a[..., cols, A] = 0.0
+        # Their backward (FlashAttention's, Dao 2023 Alg. 2) keeps the score-sized tensors
+        # on chip too: the scores' gradient that the score step reads, the probabilities and
+        # their gradient the value step reads and writes, all of the softmax's.
+        size = np.array([DTYPE_BYTES.get(d, 2.0) for d in table.dtype.tolist()])
+        for kind, dims, moved in (("attention_score", (0, 1), (read,)),
+                                  ("attention_value", (0, 2), (read, written)),
+                                  ("softmax", None, (read, written))):
+            cols = np.flatnonzero((table.kind == kind) & back)
+            if not cols.size:
+                continue
+            for a in moved:
+                part = a[..., cols, A] if dims is None else np.minimum(
+                    a[..., cols, A], shape[..., cols, dims[0]] * shape[..., cols, dims[1]]
+                    * shape[..., cols, 3] * size[cols])
+                onchip[..., cols] += part
+                a[..., cols, A] -= part
         launches[np.isin(table.kind, ["softmax", "attention_value"])] = 0.0
     count = table.count.copy()
     if not stages_in_sequence:  # the stage with the most layers sets the pace

@@ -19,6 +19,13 @@ data-parallel replica; the busiest stage sets the pace):
                parameter all-gather under the first micro-batch's forward (Megatron's
                overlap_grad_reduce / overlap_param_gather, DDP's buckets); ZeRO-3's gathers
                under the micro-batch's own compute (FSDP prefetch): only the excess shows;
+    context    context parallelism (cp ranks per sequence): each rank runs seq / cp tokens
+               and 1/cp of the attention pairs, gathering every layer's K and V (ring
+               attention, under the attention's compute) and reduce-scattering their
+               gradients;
+    experts    expert parallelism (ep ranks share each MoE layer's experts): a rank holds
+               E / ep experts and runs the tokens routed to them; tokens go to their experts'
+               ranks and back (two all-to-alls per MoE layer forward, two backward);
     compress   stored activations compressed and decompressed on the vector units.
 
 Setup fields the scenario leaves open (micro-batch, ZeRO stage, recomputation, sequence
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,6 +63,7 @@ from dse.model.training_memory import TrainingMemory, TrainingPlan, plan_trainin
 from dse.spec.workload import Scenario, Training, TransformerSpec, parameter_counts
 from dse.workloads import lower
 from dse.workloads.training import TRAINING_PRECISIONS, state_bytes
+from dse.workloads.transformer import DTYPE_BYTES, PRECISIONS
 
 MICRO_BATCHES = (1, 2, 4, 8, 16)  # micro-batch sizes tried when the scenario gives none
 RECOMPUTE = ("none", "selective", "full")  # cheapest first
@@ -89,11 +98,11 @@ class TrainingRun:
 
 def choices(t: Training, ex: Execution, global_batch: int) -> list[Choice]:
     """Every setup the scenario allows, cheapest first (see the module docstring)."""
-    dp = ex.dp
+    dp = ex.dp // t.context_parallel  # replicas that split the batch
     per_replica = global_batch // dp
     mbs = [t.micro_batch] if t.micro_batch else \
         [b for b in MICRO_BATCHES if b <= per_replica and per_replica % b == 0] or [1]
-    zeros = [t.zero] if t.zero is not None else (list(ZERO_ORDER) if dp > 1 else [0])
+    zeros = [t.zero] if t.zero is not None else (list(ZERO_ORDER) if ex.dp > 1 else [0])
     recs = [t.recompute] if t.recompute else list(RECOMPUTE)
     sps = [t.sequence_parallel] if t.sequence_parallel is not None else \
         ([True, False] if ex.tp > 1 else [False])
@@ -122,7 +131,8 @@ def plan_of(sc: Scenario, ex: Execution, c: Choice | list[Choice]) -> TrainingPl
     return TrainingPlan(
         seq=sc.seq_in, micro_batch=arr("micro_batch"), global_batch=sc.batch,
         precision=TRAINING_PRECISIONS[sc.precision], optimizer=t.optimizer,
-        optimizer_state_multiplier=t.optimizer_state, tp=ex.tp, pp=ex.pp, dp=ex.dp,
+        optimizer_state_multiplier=t.optimizer_state, tp=ex.tp, pp=ex.pp,
+        dp=ex.dp // t.context_parallel, cp=t.context_parallel, ep=t.expert_parallel,
         sequence_parallel=arr("sequence_parallel"), zero=arr("zero"),
         recompute=arr("recompute"), schedule=t.schedule, virtual_stages=t.virtual_stages,
         compression=t.compression.factor if t.compression else 1.0,
@@ -133,16 +143,22 @@ def plan_of(sc: Scenario, ex: Execution, c: Choice | list[Choice]) -> TrainingPl
 def check(wl: TransformerSpec, sc: Scenario, ex: Execution, db: DesignBatch) -> None:
     """Reject what the step model cannot time, each with its reason."""
     t = sc.training or Training()
-    if t.context_parallel > 1 or t.expert_parallel > 1:
-        raise DseError("training: context_parallel and expert_parallel are planned for "
-                       "memory (dse memory) but their communication is not timed yet; "
-                       "leave them at 1 for dse eval")
+    cp, ep = t.context_parallel, t.expert_parallel
+    if ex.dp % cp or ex.dp % ep:
+        raise DseError(f"training: context_parallel ({cp}) and expert_parallel ({ep}) must "
+                       f"divide the {ex.dp} data-parallel ranks (chips / (tp x pp))")
+    if ep > 1 and (wl.moe is None or wl.moe.experts % ep):
+        raise DseError(f"training.expert_parallel: {ep} must divide the experts of a MoE "
+                       f"model; {wl.name} has " + (f"{wl.moe.experts}" if wl.moe else "none"))
+    if cp > 1 and sc.seq_in % cp:
+        raise DseError(f"training.context_parallel: {cp} must divide the sequence "
+                       f"({sc.seq_in} tokens)")
     if t.offload is not None and t.offload.to not in db.level_names:
         raise DseError(f"training.offload.to: {db.spec.name} has no memory level "
                        f"'{t.offload.to}'; expected one of {', '.join(db.level_names)}")
-    if not isinstance(sc.batch, int) or sc.batch < ex.dp:
+    if not isinstance(sc.batch, int) or sc.batch < ex.dp // cp:
         raise DseError(f"batch {sc.batch}: training takes a global batch of at least one "
-                       f"sequence per data-parallel replica ({ex.dp})")
+                       f"sequence per data-parallel replica ({ex.dp // cp})")
     if sc.precision not in TRAINING_PRECISIONS:
         raise DseError(f"precision {sc.precision}: training runs fp32, bf16, fp16, mixed or "
                        "fp8 (mixed precision with fp32 master weights)")
@@ -272,7 +288,39 @@ def _with_training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scena
     t = sc.training or Training()
     prec = TRAINING_PRECISIONS[sc.precision]
     p_b, g_b, _ = state_bytes(prec, t.optimizer, t.optimizer_state)
-    params = parameter_counts(wl)["total"] / (ex.tp * ex.pp)  # one chip's, before ZeRO
+    pc = parameter_counts(wl)
+    routed = pc["ffn"] * wl.moe.experts / (wl.moe.experts + wl.moe.shared_experts) \
+        if wl.moe else 0.0
+    # one chip's parameters before ZeRO: expert parallelism splits the routed experts
+    params = (pc["total"] - routed + routed / t.expert_parallel) / (ex.tp * ex.pp)
+    act = DTYPE_BYTES[PRECISIONS[sc.precision][1]]
+    layers = math.ceil(wl.layers / ex.pp)  # the stage's
+    tokens = c.micro_batch * sc.seq_in / t.context_parallel  # one rank's, per micro-batch
+    ranks = []  # (name, kind, stage, group, bytes, count) of the cp and ep exchanges
+    if t.context_parallel > 1:
+        # ring attention: every rank gathers the whole sequence's K and V of its heads each
+        # layer (forward), and the gradients of K and V go back (backward, reduce-scatter)
+        kv = 2 * c.micro_batch * sc.seq_in * wl.n_kv_heads / min(ex.tp, wl.n_kv_heads) \
+            * wl.d_head * act
+        ranks += [("context.kv_all_gather", "all_gather", "forward", t.context_parallel, kv,
+                   layers * m),
+                  ("context.kv_reduce_scatter", "reduce_scatter", "backward",
+                   t.context_parallel, kv, layers * m)]
+    if t.expert_parallel > 1 and wl.moe is not None:
+        # each MoE layer sends its tokens to their experts' ranks and back (dispatch and
+        # combine), forward and backward
+        routed_bytes = tokens * wl.moe.top_k * wl.d_model * act / ex.tp
+        ranks += [("experts.all_to_all", "all_to_all", "forward", t.expert_parallel,
+                   routed_bytes, 2 * layers * m),
+                  ("experts.all_to_all.backward", "all_to_all", "backward",
+                   t.expert_parallel, routed_bytes, 2 * layers * m)]
+    for name, kind, stage, group, size, count in ranks:
+        names.append(name)
+        kinds.append(kind)
+        stages.append(stage)
+        groups.append(float(group))
+        sizes.append(np.asarray(size, dtype=float))
+        counts.append(np.asarray(count, dtype=float))
     if ex.dp > 1:  # every setup lists all four (count 0 where unused): setups compare
         sharded = 1.0 if c.zero >= 1 else 0.0
         add = [("gradients.all_reduce", "all_reduce", "backward", params * g_b, 1 - sharded),
@@ -302,12 +350,22 @@ def _overlapped(st: Step, m: float) -> Step:
     """Collectives hidden under compute show only their excess (see the module docstring):
     the data-parallel gradient reduction under the last micro-batch's backward, the
     parameter all-gather under the first micro-batch's forward, ZeRO-3's gathers under the
-    micro-batch they serve."""
+    micro-batch they serve, and context parallelism's K and V exchange under the layer's
+    attention (ring attention passes the blocks while it computes on the ones it has)."""
     fwd, bwd = _stage_time(st, "forward") / m, _stage_time(st, "backward") / m
+    names = st.names.tolist()
+
+    def attention(suffix: str) -> np.ndarray:  # [N] one instance of a layer's attention
+        rows = [names.index(n + suffix) for n in ("attn_score", "softmax", "attn_value")
+                if n + suffix in names]
+        return st.time[:, rows].sum(axis=1) if rows else np.zeros(len(st.total))
+
     windows = {"gradients.all_reduce": bwd, "gradients.reduce_scatter": bwd,
-               "parameters.all_gather": fwd, "parameters.gather": (fwd + bwd) / 2.0}
+               "parameters.all_gather": fwd, "parameters.gather": (fwd + bwd) / 2.0,
+               "context.kv_all_gather": attention(""),
+               "context.kv_reduce_scatter": attention(".backward")}
     time = st.time.copy()
-    for j, name in enumerate(st.names.tolist()):
+    for j, name in enumerate(names):
         if name in windows:
             time[:, j] = np.maximum(time[:, j] - windows[name], 0.0)
     return dataclasses.replace(st, time=time, total=spent(time, st.count).sum(axis=1))

@@ -60,6 +60,8 @@ class Setup:
     zero: int
     recompute: str
     sequence_parallel: bool
+    cp: int = 1  # context parallel: ranks sharing each sequence
+    ep: int = 1  # expert parallel: ranks sharing the experts of each MoE layer
 
 
 def setup(sc: Scenario, dp: int) -> Setup:
@@ -73,6 +75,11 @@ def setup(sc: Scenario, dp: int) -> Setup:
     if not isinstance(sc.batch, int):
         raise ValueError(f"batch {sc.batch}: training takes a global batch (sequences)")
     mb = t.micro_batch or 1
+    cp, ep = t.context_parallel, t.expert_parallel
+    if dp % cp or dp % ep:
+        raise ValueError(f"training: context_parallel ({cp}) and expert_parallel ({ep}) "
+                         f"divide the {dp} data-parallel ranks (chips / (tp x pp))")
+    dp = dp // cp  # the ranks of one context-parallel group share their sequences
     per_replica = sc.batch / dp
     if per_replica < mb:
         raise ValueError(f"batch {sc.batch}: {dp} data-parallel replicas of micro-batch {mb} "
@@ -81,7 +88,7 @@ def setup(sc: Scenario, dp: int) -> Setup:
                  precision=TRAINING_PRECISIONS[sc.precision], optimizer=t.optimizer,
                  optimizer_state=t.optimizer_state, zero=t.zero or 0,
                  recompute=t.recompute or "none",
-                 sequence_parallel=bool(t.sequence_parallel))
+                 sequence_parallel=bool(t.sequence_parallel), cp=cp, ep=ep)
 
 
 def recompute_rows(forward: list[OpRow], recompute: str) -> list[OpRow]:

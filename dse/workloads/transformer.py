@@ -102,6 +102,7 @@ class _Builder:
         self.ab = eb or DTYPE_BYTES[a]
         self.kvb = eb or DTYPE_BYTES[kv]
         self.rows: list[OpRow] = []
+        self.ep = 1  # expert-parallel ranks sharing the experts (training)
 
     def gemm(self, name: str, group: str, count: float, m: float, n: float, k: float,
              stage: str, kind: str = "gemm", bias: bool | None = None,
@@ -188,8 +189,11 @@ class _Builder:
             self.gemm("router", "ffn", count, tokens, e, d, stage, kind="router", bias=False,
                       split="replicated")
             # Distinct experts a batch of `tokens` touches under uniform routing, and the
-            # tokens each of them receives: E * (1 - (1 - k/E)^T) and T * k / that.
-            touched = -e * np.expm1(tokens * np.log1p(-k / e))  # exact for huge e
+            # tokens each of them receives: E * (1 - (1 - k/E)^T) and T * k / that. With
+            # expert parallelism over `ep` ranks a rank holds E / ep experts and receives
+            # the tokens routed to them from all ep ranks: T * ep tokens offered, T * k rows.
+            ep = self.ep
+            touched = -(e / ep) * np.expm1(tokens * ep * np.log1p(-k / e))  # exact for huge e
             experts = [(count * touched, tokens * k / touched, "expert_")]
             if m.moe.shared_experts:
                 experts.append((count * m.moe.shared_experts, tokens, "shared_"))
@@ -239,20 +243,23 @@ def _pairs(q_len: float, kv_len: float, causal: bool) -> float:
 
 
 def _forward(b: _Builder, stage: str, batch: float, seq: float,
-             square: float | None = None) -> None:
+             square: float | None = None, cp: int = 1) -> None:
     """A forward pass of `batch` sequences of `seq` tokens; or, with `square`, of lengths
     L drawn from a distribution with E[L] = seq and E[L^2] = square, run without padding:
     every token-proportional quantity (GEMM rows, elementwise work, activations, K and V
     read) scales with E[L], the (query, key) pairs of attention with E[L^2] (non-causal; a
-    causal sequence has (L^2 + L) / 2 of them). GEMM shapes hold the mean length."""
+    causal sequence has (L^2 + L) / 2 of them). GEMM shapes hold the mean length. With
+    context parallelism over `cp` ranks each rank holds seq / cp of every sequence's tokens
+    and their queries attend over the whole sequence: 1/cp of the (query, key) pairs (the
+    load-balanced causal split of Megatron's context parallelism)."""
     m = b.m
     causal = m.architecture == "decoder"
-    tokens = batch * seq
+    tokens = batch * seq / cp
     head_rows = tokens if stage == "forward" else batch  # training needs every logit
     pairs = _pairs(seq, seq, causal) if square is None else \
         ((square + seq) / 2.0 if causal else square)
     b.edges(stage, 1, tokens, head_rows)
-    b.layer(stage, m.layers, tokens, batch, seq, seq, pairs, seq)
+    b.layer(stage, m.layers, tokens, batch, seq / cp, seq, pairs / cp, seq)
 
 
 def _decode(b: _Builder, batch: float, seq_in: float, seq_out: float) -> None:
@@ -349,7 +356,8 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
     if phase == "inference":
         _forward(b, "inference", batch, s_in, square)
     if setup is not None:
-        _forward(b, "forward", batch, s_in)
+        b.ep = setup.ep
+        _forward(b, "forward", batch, s_in, cp=setup.cp)
         forward = list(b.rows)
         b.rows += training.recompute_rows(forward, setup.recompute)
         b.rows += _backward(forward)

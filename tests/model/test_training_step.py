@@ -3,6 +3,7 @@ and the data-parallel overlap by hand, offload, monotonicity, and bad setups."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -132,12 +133,14 @@ def test_full_recomputation_costs_a_forward_and_stores_less() -> None:
 
 @pytest.mark.parametrize("training,kw,message", [
     ({"offload": {"to": "SSD"}}, {}, "training.offload.to: h100-sxm has no memory level 'SSD'"),
-    ({"context_parallel": 2}, {}, "context_parallel and expert_parallel"),
+    ({"context_parallel": 2}, {}, "context_parallel (2) and expert_parallel (1) must divide"),
+    ({"expert_parallel": 2}, {"chips": 2}, "training.expert_parallel: 2 must divide the "
+                                           "experts of a MoE model"),
     ({}, {"precision": "int8"}, "precision int8: training runs"),
 ])
 def test_bad_training_setups_are_one_line_errors(training: dict, kw: dict,
                                                  message: str) -> None:
-    with pytest.raises(DseError, match=message.replace("(", r"\(")) as e:
+    with pytest.raises(DseError, match=re.escape(message)) as e:
         _eval(wl=_wl(**training), **kw)
     assert "\n" not in str(e.value)
 
@@ -154,3 +157,52 @@ def test_training_block_goes_with_phase_training(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["check", str(p)])
     assert r.exit_code == 2
     assert "training" in r.output and str(p) in r.output.splitlines()[0]
+
+
+def test_context_parallelism_splits_each_sequence_and_gathers_k_and_v() -> None:
+    """Llama-2-7B at 16,384 tokens on 8 chips: with 4 context-parallel ranks a rank runs a
+    quarter of each sequence's tokens (GEMM rows) and a quarter of its attention pairs, and
+    gathers every layer's K and V over the 4 ranks each micro-batch (32 heads x 128 x 2
+    bytes x 16,384 tokens, twice)."""
+    wl = dse.load_workload("llama2-7b")
+    sc = Scenario(phase="training", batch=8, seq_in=16384, precision="bf16",
+                  training=Training(micro_batch=1, zero=1, recompute="none",
+                                    context_parallel=4))
+    wl = wl.model_copy(update={"scenarios": {"long": sc}})
+    ev = _eval(wl=wl, chips=8)
+    assert ev.feasible[0]
+    m = ev.training["microbatches"][0]
+    assert m == 8 / 2  # 8 chips / 4 context ranks = 2 replicas of 4 sequences
+    count, _ = _op(ev, "context.kv_all_gather")
+    assert count == 32 * m
+    from dse.workloads import lower
+
+    rows = lower(wl, sc, chips=8)
+    q = list(rows.name).index("q_proj")
+    assert rows.shape[q, 0] == 16384 / 4  # GEMM rows: a quarter of the sequence
+
+
+def test_expert_parallelism_splits_the_experts_and_routes_tokens() -> None:
+    """Mixtral-8x7B on 16 chips (tp 2, so 8 data-parallel ranks), 8 expert-parallel ranks:
+    a rank holds one of the 8
+    experts and runs the top-2 rows of its tokens; each MoE layer sends the routed tokens
+    to their experts and back, forward and backward."""
+    wl = dse.load_workload("mixtral-8x7b")
+    sc = Scenario(phase="training", batch=16, seq_in=4096, precision="bf16",
+                  training=Training(micro_batch=1, zero=1, recompute="none",
+                                    expert_parallel=8))
+    wl = wl.model_copy(update={"scenarios": {"t": sc}})
+    ev = _eval(wl=wl, chips=16, tp=2)
+    assert ev.feasible[0]
+    m = ev.training["microbatches"][0]
+    assert m == 16 / 8
+    count, _ = _op(ev, "experts.all_to_all")
+    assert count == 2 * 32 * m
+    from dse.workloads import lower
+
+    t = lower(wl, sc, chips=8)
+    up = list(t.name).index("expert_up_proj")
+    # 4,096 tokens x 8 ranks offered to this rank's one expert: all of it touched, with
+    # 4,096 x 2 rows (every token's top-2 over the 8 ranks' 8 experts)
+    assert t.count[up] / (32 * m) == pytest.approx(1.0)
+    assert t.shape[up, 0] == pytest.approx(4096 * 2)

@@ -47,6 +47,7 @@ from dse.model.evaluate import Evaluation, evaluate
 from dse.model.execution import Execution
 from dse.model.training import MICRO_BATCHES, RECOMPUTE, ZERO_ORDER, Choice, plan_of
 from dse.model.training_memory import TrainingMemory, TrainingPlan, plan_training_memory
+from dse.spec.messages import describe
 from dse.spec.workload import Offload, Scenario, Training, WorkloadSpec
 
 PARTS = ("parameters", "gradients", "optimizer_state", "activations", "temporary")
@@ -144,7 +145,7 @@ def with_training(sc: Scenario, db: DesignBatch, given: dict[str, Any],
         block = Training.model_validate(fields_)
     except ValidationError as e:
         err = e.errors(include_url=False)[0]
-        msg = str(err["msg"]).removeprefix("Value error, ")
+        msg = describe(err, Training)
         # a check of several fields (no location): the field its message names first
         named = sorted((msg.find(k), k) for k in OPTIONS if k in msg)
         field = str(err["loc"][0]) if err["loc"] else (named[0][1] if named else "")

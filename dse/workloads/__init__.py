@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
 from dse import units
 from dse.errors import DseError
+from dse.spec.messages import blamed
 from dse.spec.workload import WORKLOAD_SCHEMAS, RecScenario, Scenario, WorkloadSpec
 from dse.workloads import gemm, recommender, transformer
 from dse.workloads.optable import OpTable
@@ -65,12 +66,23 @@ PHASE_DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 def _phase_default(spec: WorkloadSpec, phase: str) -> Scenario:
+    """The phase's default scenario, of the workload kind's own scenario class (a
+    recommender's RecScenario, which keeps its own seq_in and refuses the phases a
+    recommender does not run)."""
+    cls = get_args(type(spec).model_fields["scenarios"].annotation)[1]
     fields = dict(PHASE_DEFAULTS[phase])
+    if issubclass(cls, RecScenario):
+        fields.pop("seq_in", None)
     context = kind_of(spec).context(spec)
     if context:
         room = context - int(fields.get("seq_out", 0))
         fields["seq_in"] = min(int(fields.get("seq_in", 0)), max(room, 1))
-    return Scenario.model_validate(fields)
+    try:
+        return cls.model_validate(fields)
+    except ValidationError as e:
+        raise DseError("--phase: " + "; ".join(str(err["msg"]).removeprefix("Value error, ")
+                                               for err in e.errors(include_url=False))
+                       ) from None
 
 
 def resolve_scenario(spec: WorkloadSpec, name: str | None = None, *, phase: str | None = None,
@@ -108,12 +120,12 @@ def _replaced(spec: WorkloadSpec, name: str, base: Scenario, overrides: dict[str
     fields.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return type(base).model_validate(fields)  # a kind's own scenario class stays it
-    except ValidationError as e:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'scenario'}: "
-            f"{str(err['msg']).removeprefix('Value error, ')}"
-            for err in e.errors(include_url=False))
-        raise DseError(f"{spec.name} scenario '{name}': {problems}") from None
+    except ValidationError as e:  # named by the option that replaced the field, if one did
+        given = [k for k, v in overrides.items() if v is not None]
+        problems = "; ".join(f"--{field.replace('_', '-')}: {message}" if field else
+                             f"{spec.name} scenario '{name}': {message}"
+                             for field, message in blamed(e, type(base), given))
+        raise DseError(problems) from None
 
 
 def scenario_for(spec: WorkloadSpec, name: str | None = None, **overrides: Any) -> Scenario:

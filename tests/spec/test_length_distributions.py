@@ -112,9 +112,8 @@ def test_an_override_that_shortens_seq_in_below_the_lengths_is_a_one_line_error(
     bert = dse.load_workload("bert-large")
     with pytest.raises(DseError) as e:
         resolve_scenario(bert, "mlperf-offline", seq_in=256)
-    assert str(e.value) == ("bert-large scenario 'mlperf-offline': scenario: lengths "
-                            "squad-v1.1 reach 384 tokens, above seq_in 256 (the longest "
-                            "sequence); expected seq_in >= 384")
+    assert str(e.value) == ("--seq-in: lengths squad-v1.1 reach 384 tokens, above seq_in 256 "
+                            "(the longest sequence); expected seq_in >= 384")
 
 
 def test_describe():

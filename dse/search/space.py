@@ -215,6 +215,9 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue]
         issues.append(issue_at(data, loc, f"empty range: low ({p.low}) must be below high "
                                           f"({p.high})"))
         return None
+    if step is not None and not step > 0:
+        issues.append(issue_at(data, (*loc, "step"), f"expected a step > 0, found {p.step}"))
+        return None
     if step is not None and step > high - low:
         issues.append(issue_at(data, (*loc, "step"), f"step {p.step} is wider than the range "
                                                      f"({p.low} to {p.high})"))
@@ -243,13 +246,13 @@ def _job(data, name: str, w: StudyWorkload, near: Path, issues: list[Issue]) -> 
     except DseError as e:
         issues.append(issue_at(data, (*loc, "scenario" if w.scenario else "workload"), str(e)))
         return None
-    ex = Execution(chips=w.chips, tp=w.tp, pp=w.pp)
     problems, _ = execution_issues(wl, sc, w.tp, w.pp)
     if w.tp * w.pp > w.chips or w.chips % (w.tp * w.pp):
         problems.append(f"chips ({w.chips}) must be a multiple of tp x pp ({w.tp * w.pp})")
     if problems:
         issues.append(issue_at(data, loc, "; ".join(problems)))
         return None
+    ex = Execution(chips=w.chips, tp=w.tp, pp=w.pp)
     # a phase the workload has no scenario of runs its first scenario with the phase
     # replaced (resolve_scenario names it "<phase> (default)"): evaluate resolves it again
     named = sc_name if sc_name in wl.scenarios else w.scenario

@@ -145,6 +145,11 @@ class ShippedFile(Spec):
         if bad:
             raise ValueError(f"expected [length in 1..{self.max_length}, count >= 1] pairs, "
                              f"found {list(bad[0])}")
+        seen: set[int] = set()
+        for n, _ in self.counts:  # the histogram (from_file) takes each length once
+            if n in seen:
+                raise ValueError(f"length {n} appears twice in counts")
+            seen.add(n)
         return self
 
 

@@ -1,29 +1,30 @@
 """Command-line interface. Thin: parse arguments, call one API function, render.
 
-Bad input (any DseError) prints its one-line messages to stderr and exits with 2; an
-unexpected exception is an internal error: a short message and exit 1 (set DSE_DEBUG=1 for
-the traceback).
+Errors (dse.cli_errors): bad input (any DseError, a usage error of the parser) prints one
+line per problem to stderr and exits with 2; an unexpected exception is an internal error:
+a short message and exit 1 (set DSE_DEBUG=1 for the traceback).
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import os
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 import yaml
 
 import dse
 from dse.cli_dashboard import dashboard
+from dse.cli_errors import DseGroup, err, user_errors
 from dse.cli_memory import memory
 from dse.cli_plot import plot_app
 from dse.cli_study import study
-from dse.errors import DseError
+from dse.errors import DseError, one_line
+
+__all__ = ["app", "main", "user_errors"]
 
 app = typer.Typer(
     name="dse",
@@ -31,40 +32,14 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    cls=DseGroup,
 )
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Format(StrEnum):
     table = "table"
     yaml = "yaml"
     json = "json"
-
-
-def _err(text: str) -> None:
-    typer.echo(text, err=True)
-
-
-def user_errors(func: F) -> F:
-    """Turn DseError into its message and exit 2; anything else into exit 1."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except DseError as e:
-            _err(str(e))
-            raise typer.Exit(e.exit_code) from None
-        except (typer.Exit, typer.Abort, KeyboardInterrupt):
-            raise
-        except Exception as e:
-            if os.environ.get("DSE_DEBUG"):
-                raise
-            _err(f"internal error: {type(e).__name__}: {e} (set DSE_DEBUG=1 for details)")
-            raise typer.Exit(1) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _version(value: bool) -> None:
@@ -94,7 +69,7 @@ def check(
     for path in paths:
         try:
             kind = check_file(path)
-            typer.echo(f"{path}: ok ({kind})")
+            typer.echo(one_line(f"{path}: ok ({kind})"))
         except SpecError as e:
             issues.extend(e.issues)
     if issues:
@@ -372,7 +347,7 @@ def eval_(
                mode="grid" if grid else "zip", chips=chips, tp=tp, pp=pp, tech=tech,
                reticle=reticle, area_budget=_area(area_budget))
     for warning in sw.warnings:
-        _err(f"warning: {warning}")
+        err(f"warning: {warning}")
     def doc(r: int) -> dict[str, Any]:
         e, i = sw.rows[r]
         return view.eval_document(sw.evaluations[e], i, no_power)
@@ -447,6 +422,10 @@ def area(
 
     if fmt is Format.yaml:
         raise DseError("--format: expected table or json")
+    if plot is not None:  # a bad --plot before any work, as every other --plot and --out
+        from dse.report.figure import image_format
+
+        image_format(plot, "--plot")
     docs = []
     for ref in hardware:
         spec, tech = hardware_with_technology(ref)

@@ -215,22 +215,24 @@ _PATTERNS = {r"^[a-z0-9][a-z0-9._-]*$": "lowercase letters, digits, '.', '_' or 
 
 
 def _reworded(msg: str, value: Any) -> str:
-    """A message of a validator of ours (its prefix dropped), or pydantic's wording of a rarer
-    error type turned into the project's "expected ..., found ..."."""
+    """A message of a validator of ours (its prefix dropped) or of a custom error type (as it
+    is), or pydantic's wording of a rarer error type turned into the project's "expected
+    ..., found ..."."""
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
             return msg.removeprefix(prefix)
-    for head in ("Input should be ", "Input should ", "URL input should be ",
-                 "UUID input should be ", "Decimal input should be "):
-        if msg.startswith(head):
-            rest = msg.removeprefix(head).split(", unable to")[0].split(", got ")[0]
-            rest = rest.replace("a valid ", "a ").replace("Input ", "the value ")
-            return f"expected {rest}, found {found(value)}"
     if msg == "Field required":
         return "required key missing"
     if msg == "Extra inputs are not permitted":
         return "unknown key"
-    return msg[:1].lower() + msg[1:] + f" (found {found(value)})"
+    # "Input should be a valid X", "Data should have at most N bytes", "URL should ..."
+    should = re.match(r"^(?:\w+ )?(?:input )?should (not )?(?:be |have )?(.*)$", msg,
+                      re.IGNORECASE)
+    if should:
+        rest = re.split(r", (?:unable to|got |error:)", should.group(2))[0].rstrip(", ")
+        rest = rest.replace("a valid ", "a ").removeprefix("valid ")
+        return f"expected {'no ' if should.group(1) else ''}{rest}, found {found(value)}"
+    return msg  # our own wording (a custom error type: number_range ...)
 
 
 def _message(schema: type[BaseModel], err: dict[str, Any]) -> str:

@@ -364,6 +364,13 @@ def test_a_real_validation_error_is_reworded():
     texts = [describe(err, M) for err in e.value.errors()]
     assert texts == ["expected a whole number, found 'many'", "expected a number, found 'q'",
                      "expected a list, found 'no'"]
+    # our own error types (dse.spec.types) and validators keep their words
+    for kind, msg in (("number_range", "expected a normal number, found 1e-320"),
+                      ("quantity", "expected a capacity like '80 GiB'"),
+                      ("value_error", "Value error, a cache level cannot sit outside")):
+        ctx = {"msg": msg} if kind == "quantity" else {}
+        assert describe({"type": kind, "loc": ("k",), "msg": msg, "input": 1, "ctx": ctx}) \
+            == msg.removeprefix("Value error, ")
 
 
 def test_scenario_overrides_name_the_option():

@@ -216,7 +216,8 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     _reject(area_budget is not None and not (area_budget > 0),
             f"area budget: expected a positive area, found {area_budget}")
     _reject(sc.phase == "training" and wl.kind not in ("recommender", "transformer"),
-            f"phase training is for Transformers and recommenders, not a {wl.kind} workload")
+            f"{wl.name}: phase training is for Transformers and recommenders, not a "
+            f"{wl.kind} workload")
 
     setup: dict[str, np.ndarray] | None = None
     if sc.phase == "training" and wl.kind == "transformer":

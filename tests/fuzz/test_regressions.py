@@ -63,3 +63,16 @@ def test_lengths_file_with_a_length_twice_is_a_one_line_error(tmp_path):
     assert_promise(ran, strict=True)
     assert ran.code == 2
     assert ran.stderr.startswith(f"{path}:") and "length 41 appears twice in counts" in ran.stderr
+
+
+# --- an error that did not say where ------------------------------------------------------
+# Found by test_eval_arguments: `dse eval a100-pcie-80gb gemm:1x1x1 --phase training` printed
+# "phase training is for Transformers and recommenders, not a gemm workload": one line, but
+# naming neither the workload nor the option. Fix: the message names the workload.
+
+def test_training_a_gemm_names_the_workload():
+    ran = dse("eval", "a100-pcie-80gb", "gemm:1x1x1", "--phase", "training")
+    assert_promise(ran, strict=True)
+    assert ran.code == 2
+    assert ran.stderr == ("gemm:1x1x1: phase training is for Transformers and recommenders, "
+                          "not a gemm workload\n")

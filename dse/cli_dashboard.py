@@ -18,12 +18,16 @@ def dashboard(
 ) -> None:
     """Serve a study in optuna-dashboard (trials, Pareto front, history, parameter plots) and
     print the address to open; Ctrl-C stops it."""
-    from dse.cli import user_errors  # here, not at import: dse.cli imports this module
+    from dse.cli_errors import user_errors
 
     user_errors(_serve)(target, host, port)
 
 
 def _serve(target: str, host: str, port: int) -> None:
     from dse.dashboard import serve
+    from dse.errors import DseError
+
+    if not 0 <= port <= 65535:  # a TCP port (bind() raised OverflowError: exit 1)
+        raise DseError(f"--port: expected a whole number from 0 to 65535, found {port}")
 
     serve(target, host, port, echo=typer.echo, warn=lambda line: typer.echo(line, err=True))

@@ -13,7 +13,6 @@ random sample each run; a failure prints the seed and a `@reproduce_failure` blo
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import math
 import os
@@ -174,14 +173,17 @@ def _text(b: bytes | str | None) -> str:
 _PANEL = re.compile(r"[╭╮╰╯│─]")  # Typer's boxed usage-error panel
 _PYDANTIC = "Input should be"  # pydantic's own wording, which names neither path nor value
 # One problem a line: `where: message`, where names the file (file:line:col: key.path), the
-# flag (--seq-in, --set path) or the thing (gemm:0x1x1, bert-base scenario 'x'). A value
-# holding a newline used to continue a message on a line of its own (U3 of shared/repro).
-_LINE = re.compile(r"^\S[^\n]*?: \S")
+# flag (--seq-in, --set path; a line may also start with the flag: "--chips 3 is not ...") or
+# the thing (gemm:0x1x1, bert-base scenario 'x'). A value holding a newline used to continue
+# a message on a line of its own (U3 of shared/repro).
+_LINE = re.compile(r"^(?:--[a-z][\w-]*\b|\S[^\n]*?: \S)")
 
 
 def symptoms(stderr: str) -> list[tuple[str, str]]:
     """(symptom, detail) for what keeps `stderr` from being one `where: message` line per
-    problem: traceback, panel, pydantic, line."""
+    problem: traceback, panel (Typer's usage error), pydantic (its wording), line (a line
+    that continues the one before: blank or indented), where (a message that does not say
+    where: no `where: ` before it)."""
     found = []
     if "Traceback" in stderr:
         found.append(("traceback", "a traceback"))
@@ -190,42 +192,18 @@ def symptoms(stderr: str) -> list[tuple[str, str]]:
     if _PYDANTIC in stderr:
         found.append(("pydantic", "pydantic's 'Input should be' wording"))
     for line in stderr.splitlines():
+        if not line.strip() or line[0].isspace():
+            found.append(("line", f"a line that continues the one before: {line!r}"))
+            break
         if not _LINE.match(line):
-            found.append(("line", f"a line that is not 'where: message': {line!r}"))
+            found.append(("where", f"a message that does not say where: {line!r}"))
             break
     return found
 
 
-# Item 4 of issue 15 (one error format everywhere: Typer's usage errors and pydantic's
-# wording in the project's own one-line form) is another change, under way. Its symptoms
-# are recorded as xfail reproducers in test_item4_findings.py; here each is tolerated only
-# while its reproducer below still shows it, so the rest of the promise is fuzzed meanwhile
-# and the tolerance ends by itself when item 4 lands.
-ITEM4_PROBES = {
-    "panel": ("eval", "h100-sxm", "llama2-7b", "--chips", "abc"),
-    "pydantic": ("eval", "a100-pcie-80gb", "bert-base", "--precision", "tf32"),
-}
-
-
-@functools.cache
-def item4_pending() -> frozenset[str]:
-    """The item-4 symptoms whose reproducer still shows them (probed once a session)."""
-    return frozenset(name for name, args in ITEM4_PROBES.items()
-                     if name in {s for s, _ in symptoms(dse(*args).stderr)})
-
-
-def line_problems(stderr: str, *, strict: bool = False) -> list[str]:
-    """What keeps `stderr` from being one `where: message` line per problem, less (unless
-    `strict`) the item-4 symptoms still pending, which are counted as events."""
-    pending = frozenset() if strict else item4_pending()
-    problems = []
-    for name, detail in symptoms(stderr):
-        if name in pending:
-            if currently_in_test_context():
-                event(f"tolerated while item 4 is pending: {name}")
-        else:
-            problems.append(detail)
-    return problems
+def line_problems(stderr: str) -> list[str]:
+    """What keeps `stderr` from being one `where: message` line per problem."""
+    return [detail for _, detail in symptoms(stderr)]
 
 
 class PromiseBroken(AssertionError):
@@ -243,11 +221,9 @@ def strict_json(text: str) -> object:
     return json.loads(text, parse_constant=refuse)
 
 
-def assert_promise(ran: Ran, *, infeasible: bool = False, json_out: bool = False,
-                   strict: bool = False) -> object:
+def assert_promise(ran: Ran, *, infeasible: bool = False, json_out: bool = False) -> object:
     """Assert the promise for one run and return its JSON document (exit 0 or 3 with
-    `json_out`), else None. `infeasible`: exit 3 is an answer for this command; `strict`:
-    no item-4 symptom is tolerated."""
+    `json_out`), else None. `infeasible`: exit 3 is an answer for this command."""
     if currently_in_test_context():
         event(f"dse {ran.args[0]}: exit {ran.code}")
     if ran.code == 124:
@@ -264,11 +240,11 @@ def assert_promise(ran: Ran, *, infeasible: bool = False, json_out: bool = False
     if ran.code == 2:
         if not ran.stderr.strip():
             _fail(ran, "exit 2 without a message")
-        problems = line_problems(ran.stderr, strict=strict)
+        problems = line_problems(ran.stderr)
         if problems:
             _fail(ran, "the error is not one line per problem: " + "; ".join(problems))
         return None
-    problems = line_problems(ran.stderr, strict=strict)
+    problems = line_problems(ran.stderr)
     if problems:
         _fail(ran, "warnings are not one line each: " + "; ".join(problems))
     if not json_out:

@@ -21,18 +21,17 @@ from dse.errors import DseError
 @pytest.mark.parametrize("workload", ["rm1", "rm2"])
 def test_recommender_trains_with_the_default_training_scenario(workload):
     ran = dse("eval", "h100-sxm", workload, "--phase", "training", "--format", "json")
-    doc = assert_promise(ran, json_out=True, strict=True)
+    doc = assert_promise(ran, json_out=True)
     assert_eval_doc(ran, doc)
     assert doc["scenario"]["name"] == "training (default)"
     assert doc["metrics"]["samples_per_s"] > 0
-    assert_promise(dse("memory", "h100-sxm", workload, "--format", "json"), json_out=True,
-                   strict=True)
+    assert_promise(dse("memory", "h100-sxm", workload, "--format", "json"), json_out=True)
 
 
 @pytest.mark.parametrize("phase", ["decode", "prefill", "serve", "gemm"])
 def test_recommender_refuses_the_phases_it_does_not_run(phase):
     ran = dse("eval", "h100-sxm", "rm1", "--phase", phase)
-    assert_promise(ran, strict=True)
+    assert_promise(ran)
     assert ran.code == 2
     assert ran.stderr == ("--phase: a recommender runs phase inference or training, not "
                           f"{phase}\n")
@@ -60,7 +59,7 @@ def test_lengths_file_with_a_length_twice_is_a_one_line_error(tmp_path):
     path = tmp_path / "twice.yaml"
     path.write_text(text)
     ran = dse("check", path)
-    assert_promise(ran, strict=True)
+    assert_promise(ran)
     assert ran.code == 2
     assert ran.stderr.startswith(f"{path}:") and "length 41 appears twice in counts" in ran.stderr
 
@@ -72,7 +71,7 @@ def test_lengths_file_with_a_length_twice_is_a_one_line_error(tmp_path):
 
 def test_training_a_gemm_names_the_workload():
     ran = dse("eval", "a100-pcie-80gb", "gemm:1x1x1", "--phase", "training")
-    assert_promise(ran, strict=True)
+    assert_promise(ran)
     assert ran.code == 2
     assert ran.stderr == ("gemm:1x1x1: phase training is for Transformers and recommenders, "
                           "not a gemm workload\n")

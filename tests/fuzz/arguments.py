@@ -1,0 +1,300 @@
+"""Hypothesis strategies for command-line arguments and API overrides (issue 15, item 5).
+
+Arguments are drawn from what the commands accept (shipped chips and models, their
+scenarios, phases, precisions, the design paths `dse show --paths` lists, values with the
+path's own unit) and from what they must refuse (unknown names and paths, wrong units,
+negative, zero, huge, non-finite and malformed numbers, empty and odd strings, comma lists
+long enough to pass the sweep limit). Option values Typer itself parses (--chips, --tp, --pp
+of `dse eval`, --format) stay in their types here; `usage_errors` breaks Typer's own rules
+(unknown commands and options, missing arguments and values, bad choices and integers).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+
+from dse.spec import vocabulary
+from dse.spec.load import library_names, load_hardware, load_workload
+
+HARDWARE = library_names("hardware")
+WORKLOADS = library_names("workload")
+RECOMMENDERS = ["dlrm-dcnv2", "rm1", "rm2"]
+PHASES = ["gemm", "prefill", "decode", "serve", "inference", "training"]
+PRECISIONS = ["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "w8a16", "w4a16",
+              "mixed", "fp64"]
+ODD_TEXTS = ["", " ", "0", "-1", "nan", "inf", "1e3", "1.5", "0x10", "max", "best", "none",
+             "MAX", ",", "1,", ",1", "1,,2", "1 2", "\t", "é", "a\nb", "\x00", "x" * 300,
+             "9007199254740993", "1" + "0" * 320, "-0", "+3", "1_000", "True"]
+WHOLE = [0, 1, 2, 3, 4, 7, 8, 16, 64, 128, 1000, 4096, 2**20, 2**31, 2**53, 2**53 + 1, 10**20]
+
+
+@functools.cache
+def scenarios(workload: str) -> list[str]:
+    """The scenario names of a shipped workload (none for gemm: names)."""
+    return list(load_workload(workload).scenarios) if workload in WORKLOADS else []
+
+
+@dataclass(frozen=True)
+class Term:
+    path: str
+    unit: str | None  # internal unit of a quantity, None for a plain number
+    whole: bool
+    fraction: bool  # a number in (0, 1]
+    current: float | None  # the chip's value (SI), None where the spec leaves it out
+
+
+@functools.cache
+def design_paths(hardware: str) -> list[Term]:
+    """Every path a design of the chip can vary (dse show --paths), with its rule and value."""
+    spec = load_hardware(hardware)
+    out = []
+    for path in vocabulary.variable_paths(spec):
+        try:
+            canonical, term = vocabulary.canonical(spec, path)
+            current = vocabulary.current(spec, canonical)
+        except Exception:  # a path the spec cannot take (a level it lacks): still a path
+            out.append(Term(path, None, False, False, None))
+            continue
+        out.append(Term(path, term.kind.unit if term.kind else None, term.integer,
+                         term.le == 1, current))
+    return out
+
+
+def numbers_text() -> st.SearchStrategy[str]:
+    """A number as text: in the window (mostly), at its edges, or malformed."""
+    in_window = st.builds(lambda m, e: f"{m}e{e}", st.sampled_from([1, 1.5, 2.5, 9.99]),
+                          st.integers(-30, 30))
+    return st.one_of(in_window, in_window, st.sampled_from(
+        ["0", "1", "-1", "0.5", "1e-31", "1e31", "1e308", "1e-320", "nan", "inf", "-inf",
+         "1e400", "9007199254740992", "9007199254740993", "1" + "0" * 320, "abc", ""]))
+
+
+@st.composite
+def set_option(draw: st.DrawFn, hardware: str) -> str:
+    """`path=value[,value...]` for --set: a real path with values in its unit (or a wrong
+    one), or an unknown, malformed path."""
+    term = draw(st.sampled_from(design_paths(hardware)))
+    path, unit, whole = term.path, term.unit, term.whole
+    if draw(st.integers(0, 9)) == 9:
+        path = draw(st.sampled_from(
+            ["compute.unit", "memory.NOPE.capacity", "memory[9].capacity", "memory[-1].capacity",
+             "memory..capacity", "", ".", "compute", "memory", "memory.L2", "name", "base",
+             "compute.matrix.peak_per_unit.fp99", "memory[0].capacity.x", "=", "a=b"]))
+
+    def value() -> str:
+        if whole:
+            return mostly(draw, _si(term, near=True).map(str), [*EXTREME_COUNTS, "-1"])
+        number = mostly(draw, _si(term, near=True).map(lambda v: f"{v:.6g}"),
+                        [draw(numbers_text())])
+        wrong = draw(st.integers(0, 7)) == 7 or (unit is None and draw(st.integers(0, 3)) == 3)
+        shown = draw(st.sampled_from(["B", "GB/s", "W", "s", "mm2", "FLOP/cycle", "TB^30", "%",
+                                      "GHz", "kB"])) if wrong else (unit or "")
+        return f"{number} {shown}".strip()
+
+    values = [value() for _ in range(draw(st.integers(1, 4)))]
+    return f"{path}={','.join(values)}"
+
+
+def mostly(draw: st.DrawFn, valid: st.SearchStrategy[str] | list[str],
+           odd: list[str]) -> str:
+    """A valid value seven times in eight (shrinking toward valid), else an odd one."""
+    if draw(st.integers(0, 7)) == 7:
+        return draw(st.sampled_from(odd))
+    return draw(valid if isinstance(valid, st.SearchStrategy) else st.sampled_from(valid))
+
+
+COUNTS = ["1", "2", "4", "8", "16", "64", "128", "512", "1024", "2048"]
+EXTREME_COUNTS = [str(n) for n in (0, 3, 7, 1000, 2**20, 2**31, 2**53, 2**53 + 1, 10**20)]
+
+
+def whole_list() -> st.SearchStrategy[str]:
+    """A count or a short comma list of counts (a sweep of a few points)."""
+    one = st.sampled_from(COUNTS)
+    return st.one_of(one, one, one, st.lists(one, min_size=2, max_size=4).map(",".join))
+
+
+def gemm_names() -> st.SearchStrategy[str]:
+    dim = st.sampled_from([1, 64, 1000, 1024, 4096, 12288])
+    odd = st.sampled_from([0, 3, 2**20, 2**31, 2**53, 2**53 + 1, 10**20])
+    return st.one_of(
+        st.lists(dim, min_size=3, max_size=4).map(lambda ds: "gemm:" + "x".join(map(str, ds))),
+        st.lists(dim | odd, min_size=3, max_size=4).map(
+            lambda ds: "gemm:" + "x".join(map(str, ds))),
+        st.sampled_from(["gemm:", "gemm:1x2", "gemm:axbxc", "gemm:1x2x3x4x5", "gemm:-1x2x3",
+                         "gemm:1.5x2x3", "GEMM:1x2x3", "gemm:1X2X3", "gemm: 1x2x3"]))
+
+
+@st.composite
+def scenario_options(draw: st.DrawFn, workload: str, *, sweep: bool = True) -> list[str]:
+    """--scenario/--phase/--batch/--seq-in/--seq-out/--precision, each maybe (one value each
+    and no --seq-out without `sweep`, as `dse memory` takes them)."""
+    args: list[str] = []
+    named = scenarios(workload)
+    if named and draw(st.integers(0, 3)) == 0:
+        args += ["--scenario", mostly(draw, named, ["nope", "", named[0].upper()])]
+    if draw(st.booleans()):
+        args += ["--phase", mostly(draw, PHASES, ["bogus", "", "Decode"])]
+    for flag in ("--batch", "--seq-in", "--seq-out")[:3 if sweep else 2]:
+        if draw(st.integers(0, 2)) == 0:
+            counts = whole_list() if sweep else st.sampled_from(COUNTS)
+            if flag == "--batch":
+                counts = counts | st.sampled_from(["max", "best"] + (["max,1"] if sweep else []))
+            args += [flag, mostly(draw, counts, EXTREME_COUNTS + ODD_TEXTS)]
+    if draw(st.integers(0, 3)) == 0:
+        args += ["--precision", mostly(draw, PRECISIONS, ["bogus", "", "BF16"])]
+    return args
+
+
+@st.composite
+def eval_arguments(draw: st.DrawFn) -> list[str]:
+    hardware = draw(st.sampled_from(HARDWARE))
+    workload = draw(st.sampled_from(WORKLOADS) | gemm_names())
+    args = ["eval", hardware, workload, *draw(scenario_options(workload))]
+    if draw(st.integers(0, 2)) == 0:  # Typer parses these as int: no words here
+        tp, pp = (int(mostly(draw, ["1", "2", "4", "8"], ["0", "-1", "3"])) for _ in "tp")
+        chips = tp * pp * int(mostly(draw, ["1", "2", "4"], ["0", "3", str(2**53),
+                                                             str(2**53 + 1)]))
+        args += ["--chips", str(chips), "--tp", str(tp), "--pp", str(pp)]
+    for _ in range(draw(st.integers(0, 3))):
+        args += ["--set", draw(set_option(hardware))]
+    if draw(st.integers(0, 4)) == 0:
+        args.append(draw(st.sampled_from(["--grid", "--zip"])))
+    if draw(st.integers(0, 5)) == 0:
+        args.append("--no-reticle")
+    if draw(st.integers(0, 5)) == 0:
+        unit = mostly(draw, ["mm2"], ["mm^2", "cm2", "W", ""])
+        args += ["--area-budget", f"{draw(numbers_text())} {unit}".strip()]
+    if draw(st.integers(0, 7)) == 0:
+        args.append("--ops")
+    return [*args, "--format", "json"]
+
+
+@st.composite
+def memory_arguments(draw: st.DrawFn) -> list[str]:
+    hardware = draw(st.sampled_from(HARDWARE))
+    workload = mostly(draw, [w for w in WORKLOADS if w not in RECOMMENDERS], RECOMMENDERS)
+    args = ["memory", hardware, workload, "--phase", mostly(draw, ["training"], PHASES)]
+    if draw(st.integers(0, 2)) == 0:
+        args += ["--batch", mostly(draw, COUNTS, ["max", "best", *EXTREME_COUNTS, *ODD_TEXTS])]
+    if draw(st.integers(0, 2)) == 0:
+        args += ["--seq-in", mostly(draw, COUNTS, [*EXTREME_COUNTS, *ODD_TEXTS])]
+    if draw(st.integers(0, 3)) == 0:
+        args += ["--precision", mostly(draw, ["bf16", "fp16", "fp8", "fp32"], PRECISIONS)]
+    if draw(st.integers(0, 2)) == 0:
+        tp, pp, dp = (mostly(draw, ["1", "2", "4", "8"], [*EXTREME_COUNTS, *ODD_TEXTS])
+                      for _ in "tpd")
+        chips = str(int(tp) * int(pp) * int(dp)) if all(
+            x.isdigit() for x in (tp, pp, dp)) else dp
+        args += ["--chips", chips, "--tp", tp, "--pp", pp]
+    if draw(st.integers(0, 2)) == 0:
+        args += ["--micro-batch", mostly(draw, ["1", "2", "4"], [*EXTREME_COUNTS, *ODD_TEXTS])]
+    if draw(st.integers(0, 2)) == 0:
+        args += ["--zero", mostly(draw, ["0", "1", "2", "3"], ["4", "-1", "x", ""])]
+    if draw(st.integers(0, 2)) == 0:
+        args += ["--recompute", mostly(draw, ["none", "selective", "full"], ["all", ""])]
+    if draw(st.integers(0, 3)) == 0:
+        args.append(draw(st.sampled_from(["--sequence-parallel", "--no-sequence-parallel"])))
+    if draw(st.integers(0, 3)) == 0:
+        levels = [lv.name for lv in load_hardware(hardware).memory]
+        args += ["--offload", mostly(draw, levels[-2:], ["host", "nope", ""])]
+        if draw(st.booleans()):
+            args.append("--offload-params")
+    if draw(st.integers(0, 4)) == 0:
+        args += ["--optimizer", mostly(draw, ["adam", "sgd"], ["adafactor", "x", ""])]
+    if draw(st.integers(0, 4)) == 0:
+        schedule = mostly(draw, ["1f1b", "interleaved"], ["gpipe", "x"])
+        args += ["--schedule", schedule]
+        if schedule == "interleaved":
+            args += ["--virtual-stages", mostly(draw, ["1", "2", "4"], ["0", "3", "x"])]
+    if draw(st.integers(0, 3)) == 0:
+        args += ["--set", draw(set_option(hardware))]
+    if draw(st.integers(0, 5)) == 0:
+        args.append("--suggest")
+    return [*args, "--format", "json"]
+
+
+@st.composite
+def workload_arguments(draw: st.DrawFn) -> list[str]:
+    workload = draw(st.sampled_from(WORKLOADS) | gemm_names())
+    args = ["workload", workload, *draw(scenario_options(workload))]
+    if draw(st.integers(0, 4)) == 0:
+        args += ["--convention", draw(st.sampled_from(["default", "paper", "x"]))]
+    return [*args, "--format", draw(st.sampled_from(["json", "json", "csv", "table"]))]
+
+
+# --- the API -----------------------------------------------------------------------------
+
+ODD_OVERRIDES = [None, True, False, "", "abc", "1 GB/s", "1e400", [], {}, [1, "x"], {"a": 1},
+                 float("nan"), float("inf"), -float("inf"), -1, 0, 1e-320, 10**400, 2**53 + 1,
+                 b"1", (1, 2), 1 + 2j]
+
+
+@st.composite
+def api_overrides(draw: st.DrawFn, hardware: str) -> dict[object, object]:
+    """An `overrides=` dict for dse.evaluate: real paths with numbers (SI), unit strings,
+    lists or arrays of them, and wrong keys and values."""
+    import numpy as np
+
+    out: dict[object, object] = {}
+    n = draw(st.integers(1, 3))  # designs, shared by every array value
+    for _ in range(draw(st.integers(1, 3))):
+        term = draw(st.sampled_from(design_paths(hardware)))
+        key: object = term.path
+        if draw(st.integers(0, 9)) == 9:
+            key = draw(st.sampled_from([1, None, ("a",), "nope.path", "", "memory.X.capacity",
+                                        b"compute.units"]))
+        how = draw(st.sampled_from(["near", "near", "near_array", "window", "text", "odd"]))
+        if how == "odd":
+            out[key] = draw(st.sampled_from(ODD_OVERRIDES))
+        elif how == "text":
+            out[key] = f"{draw(numbers_text())} {term.unit or ''}".strip()
+        else:
+            values = [draw(_si(term, near=how != "window")) for _ in range(n)]
+            out[key] = values[0] if how == "near" else np.array(values)
+    return out
+
+
+def _si(term: Term, *, near: bool) -> st.SearchStrategy[float | int]:
+    """A value for `term` in SI units: its chip's value scaled by up to 1e6 either way
+    (`near`), else anywhere in the window; whole numbers and fractions stay what they are."""
+    if term.whole:
+        if near and term.current:
+            return st.integers(-10, 10).map(lambda k: max(1, round(term.current * 2.0 ** k)))
+        return st.sampled_from(WHOLE)
+    if term.fraction:
+        return st.builds(lambda m, e: m * 10.0 ** -e, st.sampled_from([1.0, 0.5, 0.9]),
+                         st.integers(0, 30 if not near else 3))
+    if near and term.current:
+        return st.integers(-6, 6).map(lambda k: term.current * 10.0 ** k)
+    return st.builds(lambda m, e: m * 10.0 ** e, st.sampled_from([1.0, 2.5, 9.99]),
+                     st.integers(-30, 30))
+
+
+# --- Typer's own usage errors --------------------------------------------------------------
+
+USAGE_ERRORS = [
+    ["evaluate", "h100-sxm"], ["eval"], ["eval", "h100-sxm"], ["show"], ["memory", "h100-sxm"],
+    ["eval", "h100-sxm", "llama2-7b", "--chips", "abc"],
+    ["eval", "h100-sxm", "llama2-7b", "--tp", "1.5"], ["eval", "h100-sxm", "llama2-7b", "--top"],
+    ["eval", "h100-sxm", "llama2-7b", "--format", "xml"], ["show", "h100-sxm", "-f", "csv"],
+    ["eval", "h100-sxm", "llama2-7b", "--bogus"], ["eval", "h100-sxm", "llama2-7b", "-x"],
+    ["eval", "h100-sxm", "llama2-7b", "--batch"], ["eval", "h100-sxm", "llama2-7b", "--set"],
+    ["show", "h100-sxm", "extra"], ["plot", "nope"], ["check"], ["--bogus"],
+    ["list", "nope"], ["area"], ["validate", "--format", "csv"], ["workload"],
+    ["study"], ["study", "studies/hbm-grid.yaml", "--trials", "x"],
+    ["memory", "h100-sxm", "llama2-7b", "--seq-out", "1"], ["dashboard"],
+    ["eval", "h100-sxm", "llama2-7b", "--chips", "1" + "0" * 400, "--tp", "-0x10"],
+]
+
+
+@st.composite
+def usage_errors(draw: st.DrawFn) -> list[str]:
+    """A command line Typer itself refuses, maybe with a line break or control character
+    in the offending value."""
+    args = list(draw(st.sampled_from(USAGE_ERRORS)))
+    if draw(st.integers(0, 3)) == 0:
+        args[-1] += draw(st.sampled_from(["\n", "\r\nx", "\x1b[31m", "\u2028", "\t"]))
+    return args

@@ -23,7 +23,7 @@ from typing import Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from dse.errors import Issue, suggest
-from dse.spec.yamlpos import LDict, LList, Pos
+from dse.spec.positions import LDict, LList, Pos
 
 Loc = tuple[str | int, ...]
 

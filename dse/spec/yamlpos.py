@@ -24,7 +24,6 @@ import errno
 import os
 import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
 from dse.errors import Issue, ReadError, SpecError
+from dse.spec.positions import LDict, LList, Pos
 
 # Largest spec file read (hardware, workload, study, process node, lengths): the shipped
 # ones are at most 12 KiB. Parsing costs ~20 us a value on a slow 2-core machine, so a spec
@@ -68,48 +68,6 @@ _NON_PRINTABLE = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd
                             "\U00010000-\U0010ffff]")
 _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _PATH_SHOWN = 8  # key path elements an error shows at most
-
-
-@dataclass(frozen=True)
-class Pos:
-    """A place in a file, 1-based line and column."""
-
-    file: str
-    line: int
-    col: int
-
-
-class LDict(dict):
-    """A mapping read from YAML, with the position of each key and of each value."""
-
-    def __init__(self, pos: Pos):
-        super().__init__()
-        self.pos = pos
-        self.key_pos: dict[str, Pos] = {}
-        self.val_pos: dict[str, Pos] = {}
-
-    def put(self, key: str, value: Any, key_pos: Pos, val_pos: Pos) -> None:
-        self[key] = value
-        self.key_pos[key] = key_pos
-        self.val_pos[key] = val_pos
-
-    def copy_entry(self, other: LDict, key: str, value: Any = None) -> None:
-        """Set `key` from `other`, keeping `other`'s positions (value may be replaced)."""
-        self.put(key, other[key] if value is None else value, other.key_pos[key],
-                 other.val_pos[key])
-
-
-class LList(list):
-    """A sequence read from YAML, with the position of each item."""
-
-    def __init__(self, pos: Pos):
-        super().__init__()
-        self.pos = pos
-        self.item_pos: list[Pos] = []
-
-    def add(self, value: Any, pos: Pos) -> None:
-        self.append(value)
-        self.item_pos.append(pos)
 
 
 # --- bounded reading of bytes and text -------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from dse.errors import DseError
+from dse.spec.study import MAX_SEED
 
 
 def _reporter(enabled: bool, total: int):
@@ -78,8 +79,10 @@ def study(
     for name, v in (("--trials", trials), ("--workers", workers), ("--batch", batch)):
         if v is not None and v < 1:
             raise DseError(f"{name}: expected a whole number >= 1, found {v}")
-    if seed is not None and seed < 0:
-        raise DseError(f"--seed: expected a whole number >= 0, found {seed}")
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        shown = seed if abs(seed) < 10**30 else f"a number of {len(str(abs(seed)))} digits"
+        raise DseError(f"--seed: expected a whole number from 0 to {MAX_SEED} (2^32 - 1), "
+                       f"found {shown}")
     st = load_study(file)
     opts = runner.Options(trials=trials, out=out, storage=storage, workers=workers, seed=seed,
                           batch=batch, sampler=sampler)

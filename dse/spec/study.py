@@ -25,6 +25,9 @@ Metric = Literal["throughput", "throughput_per_mm2", "throughput_per_watt", "ene
 METRICS: tuple[str, ...] = get_args(Metric)
 DESIGN_METRICS = ("area",)
 
+# The largest seed the samplers take (numpy's RandomState: 0 .. 2^32 - 1).
+MAX_SEED = 2**32 - 1
+
 
 class Parameter(Spec):
     """One design-vocabulary path to vary: a range (`low`/`high`, optionally `log` and a
@@ -138,7 +141,7 @@ class Search(Spec):
     trials: int = Field(default=1000, ge=1)
     batch: int = Field(default=256, ge=1, le=100_000)
     """Trials asked, evaluated in one vectorized call per workload, and told at a time."""
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     population: int | None = Field(default=None, ge=2)
     """nsga2: individuals per generation (default: the batch size)."""
     grid_points: int = Field(default=8, ge=2, le=1000)

@@ -198,6 +198,8 @@ BAD_VALUES = [
      "expected a whole number, found 'http'"),
     (["dashboard", "runs/x", "--port", "70000"], "--port",
      "expected a whole number from 0 to 65535, found 70000"),  # OverflowError, exit 1 before
+    (["study", "middle-ground", "--seed", "9" * 40], "--seed",
+     "expected a whole number from 0 to 4294967295"),  # numpy's ValueError, exit 1 before
     (["study", "middle-ground", "--trials", "many"], "--trials",
      "expected a whole number, found 'many'"),
     (["memory", "h100-sxm", "llama2-7b", "--format", "x"], "--format", ""),

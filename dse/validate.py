@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import csv
 import math
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -242,8 +243,11 @@ def _run_file(path: Path) -> list[Row]:
                 seq_in=int(r["seq_in"]) if r["seq_in"] else None,
                 seq_out=int(r["seq_out"]) if r["seq_out"] else None,
                 chips=r["chips"], tp=r["tp"], pp=r["pp"])
-        except DseError as e:
-            raise DseError(f"{path}:{r['line']}: {e}") from None
+        except DseError as e:  # the API names its arguments as flags: here they are columns
+            message = re.sub(r"^--([a-z]+(?:-[a-z]+)*)\b",
+                             lambda m: m[1].replace("-", "_") if m[1].replace("-", "_")
+                             in COLUMNS else m[0], str(e))
+            raise DseError(f"{path}:{r['line']}: {message}") from None
         if not res.feasible[0]:
             row.skipped = f"infeasible on the model: {res.reason[0]}"
             continue

@@ -125,7 +125,7 @@ def test_validate_table_lists_summary():
      ":2: metric: expected one of decode_tokens_per_s"),
     ("id,hardware,chips,tp,pp,workload,phase,precision,batch,seq_in,seq_out,metric,value\n"
      "M1,h100-sxm,1,1,1,llama2-7b,decode,bf17,1,5,200,decode_tokens_per_s,100\n",
-     ":2: llama2-7b scenario"),
+     ":2: precision: unknown value 'bf17'; expected one of: fp32, bf16"),
 ])
 def test_malformed_measurement_file_exits_two(tmp_path, content, message):
     path = tmp_path / "m.csv"

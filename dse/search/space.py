@@ -243,8 +243,14 @@ def _job(data, name: str, w: StudyWorkload, near: Path, issues: list[Issue]) -> 
               if v is not None}
     try:
         sc_name, sc = resolve_scenario(wl, w.scenario, **fields)
-    except DseError as e:
-        issues.append(issue_at(data, (*loc, "scenario" if w.scenario else "workload"), str(e)))
+    except DseError as e:  # at the key that set the field the API names as a flag (--seq-out)
+        field, sep, message = str(e).partition(": ")
+        key = field.removeprefix("--").replace("-", "_")
+        if sep and field.startswith("--") and key in fields:
+            issues.append(issue_at(data, (*loc, key), message))
+        else:
+            issues.append(issue_at(data, (*loc, "scenario" if w.scenario else "workload"),
+                                   str(e)))
         return None
     problems, _ = execution_issues(wl, sc, w.tp, w.pp)
     if w.tp * w.pp > w.chips or w.chips % (w.tp * w.pp):

@@ -406,3 +406,20 @@ def test_study_problems_are_positioned(tmp_path):
     assert any(".step: expected a step > 0, found 0" in line for line in lines), lines
     assert any("chips (3) must be a multiple of tp x pp (2)" in line for line in lines), lines
     assert all(line.startswith(f"{path}:") for line in lines), lines
+
+
+def test_a_study_scenario_field_is_reported_at_its_key(tmp_path):
+    """A study workload's field that its scenario rejects is reported at that key, in the
+    file's words (seq_out), not at its scenario with the flag's name (--seq-out)."""
+    import yaml
+
+    study = yaml.safe_load((ROOT / "studies" / "middle-ground.yaml").read_text())
+    name = next(iter(study["workloads"]))
+    study["workloads"][name]["seq_out"] = 0
+    path = write(tmp_path / "s.yaml", yaml.safe_dump(study, sort_keys=False))
+    with pytest.raises(SpecError) as e:
+        check_file(path)
+    [line] = e.value.lines()
+    assert line.startswith(f"{path}:"), line
+    assert line.split(": ", 1)[1] == (f"workloads.{name}.seq_out: phase decode needs "
+                                      "seq_out >= 1 (tokens to generate)")

@@ -241,12 +241,18 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
                             np.broadcast_to(coll.count, (n, nc))], axis=1)
     time = np.concatenate([t.time, t_coll], axis=1)
     per = spent(time, count)
+    link_bytes = np.zeros(np.shape(ops.count))  # operators send nothing over the links
+    if nc:
+        volume = collective_volume(coll)
+        if np.ndim(link_bytes) != np.ndim(volume):  # one side per design: both [N, .]
+            link_bytes, volume = (np.broadcast_to(a, (n, np.shape(a)[-1]))
+                                  for a in (link_bytes, volume))
+        link_bytes = np.concatenate([link_bytes, volume], axis=-1)
     return Step(
         ops=ops, names=np.concatenate([ops.name, coll.name]),
         precision=np.concatenate([ops.dtype.astype(object), np.full(nc, "", dtype=object)]),
         matrix=np.concatenate([ops.is_matrix, np.zeros(nc, dtype=bool)]),
-        link_bytes=np.concatenate([np.zeros(np.shape(ops.count)), collective_volume(coll)],
-                                  axis=-1) if nc else np.zeros(np.shape(ops.count)),
+        link_bytes=link_bytes,
         count=count,
         flops=np.concatenate([np.broadcast_to(ops.flops, (n, len(ops.name))),
                               np.zeros((n, nc))], axis=1),

@@ -75,3 +75,19 @@ def test_training_a_gemm_names_the_workload():
     assert ran.code == 2
     assert ran.stderr == ("gemm:1x1x1: phase training is for Transformers and recommenders, "
                           "not a gemm workload\n")
+
+
+# --- link bytes of a step whose collectives differ per design --------------------------------
+# Found by test_eval_arguments: `dse eval a100-pcie-80gb bert-large --scenario mlperf-offline
+# --chips 2 --pp 2` (or --tp 2) ended in "internal error: ValueError: all the input arrays
+# must have same number of dimensions": with batch max each design has its own batch, so its
+# collectives' bytes are [N, C] while the operators' counts are [I]. Fix: stages.step joins
+# the operators' zero link bytes and the collectives' volumes per design when either is.
+
+@pytest.mark.parametrize("split", [["--pp", "2"], ["--tp", "2"]])
+def test_pipeline_and_tensor_split_of_a_max_batch_encoder(split):
+    ran = dse("eval", "h100-sxm", "bert-large", "--scenario", "mlperf-offline", "--chips", "2",
+              *split, "--format", "json")
+    doc = assert_promise(ran, json_out=True)
+    assert_eval_doc(ran, doc)
+    assert doc["feasible"] and doc["metrics"]["energy_per_sample_j"] > 0

@@ -73,9 +73,9 @@ def numbers_text() -> st.SearchStrategy[str]:
 
 
 @st.composite
-def set_option(draw: st.DrawFn, hardware: str) -> str:
-    """`path=value[,value...]` for --set: a real path with values in its unit (or a wrong
-    one), or an unknown, malformed path."""
+def set_option(draw: st.DrawFn, hardware: str, points: int = 1) -> str:
+    """`path=value[,value...]` for --set: a real path with one value or `points` values in
+    its unit (or a wrong one), or an unknown, malformed path."""
     term = draw(st.sampled_from(design_paths(hardware)))
     path, unit, whole = term.path, term.unit, term.whole
     if draw(st.integers(0, 9)) == 9:
@@ -89,12 +89,13 @@ def set_option(draw: st.DrawFn, hardware: str) -> str:
             return mostly(draw, _si(term, near=True).map(str), [*EXTREME_COUNTS, "-1"])
         number = mostly(draw, _si(term, near=True).map(lambda v: f"{v:.6g}"),
                         [draw(numbers_text())])
-        wrong = draw(st.integers(0, 7)) == 7 or (unit is None and draw(st.integers(0, 3)) == 3)
+        wrong = draw(st.integers(0, 15)) == 15
         shown = draw(st.sampled_from(["B", "GB/s", "W", "s", "mm2", "FLOP/cycle", "TB^30", "%",
                                       "GHz", "kB"])) if wrong else (unit or "")
         return f"{number} {shown}".strip()
 
-    values = [value() for _ in range(draw(st.integers(1, 4)))]
+    count = 1 if path.startswith("technology.as_built") else points  # one for all designs
+    values = [value() for _ in range(mostly(draw, st.sampled_from([1, count]), [2, 3, 4]))]
     return f"{path}={','.join(values)}"
 
 
@@ -110,38 +111,43 @@ COUNTS = ["1", "2", "4", "8", "16", "64", "128", "512", "1024", "2048"]
 EXTREME_COUNTS = [str(n) for n in (0, 3, 7, 1000, 2**20, 2**31, 2**53, 2**53 + 1, 10**20)]
 
 
-def whole_list() -> st.SearchStrategy[str]:
-    """A count or a short comma list of counts (a sweep of a few points)."""
+def whole_list(points: int) -> st.SearchStrategy[str]:
+    """A count, or a comma list of `points` counts (a sweep)."""
     one = st.sampled_from(COUNTS)
-    return st.one_of(one, one, one, st.lists(one, min_size=2, max_size=4).map(",".join))
+    lists = st.lists(one, min_size=points, max_size=points).map(",".join)
+    return one if points == 1 else one | lists | lists
 
 
 def gemm_names() -> st.SearchStrategy[str]:
+    """gemm:MxNxK and gemm:BxMxNxK names: mostly well formed, some with sizes of 0, beyond
+    2^53 or malformed."""
     dim = st.sampled_from([1, 64, 1000, 1024, 4096, 12288])
     odd = st.sampled_from([0, 3, 2**20, 2**31, 2**53, 2**53 + 1, 10**20])
-    return st.one_of(
-        st.lists(dim, min_size=3, max_size=4).map(lambda ds: "gemm:" + "x".join(map(str, ds))),
-        st.lists(dim | odd, min_size=3, max_size=4).map(
-            lambda ds: "gemm:" + "x".join(map(str, ds))),
-        st.sampled_from(["gemm:", "gemm:1x2", "gemm:axbxc", "gemm:1x2x3x4x5", "gemm:-1x2x3",
-                         "gemm:1.5x2x3", "GEMM:1x2x3", "gemm:1X2X3", "gemm: 1x2x3"]))
+    good = st.lists(dim, min_size=3, max_size=4).map(lambda ds: "gemm:" + "x".join(map(str, ds)))
+    return st.one_of(good, good, good, st.lists(dim | odd, min_size=3, max_size=4).map(
+        lambda ds: "gemm:" + "x".join(map(str, ds))), st.sampled_from(
+        ["gemm:", "gemm:1x2", "gemm:axbxc", "gemm:1x2x3x4x5", "gemm:-1x2x3", "gemm:1.5x2x3",
+         "GEMM:1x2x3", "gemm:1X2X3", "gemm: 1x2x3"]))
 
 
 @st.composite
-def scenario_options(draw: st.DrawFn, workload: str, *, sweep: bool = True) -> list[str]:
-    """--scenario/--phase/--batch/--seq-in/--seq-out/--precision, each maybe (one value each
-    and no --seq-out without `sweep`, as `dse memory` takes them)."""
+def scenario_options(draw: st.DrawFn, workload: str, *, points: int = 1,
+                     seq_out: bool = True) -> list[str]:
+    """--scenario/--phase/--batch/--seq-in/--seq-out/--precision, each maybe; --batch,
+    --seq-in and --seq-out take one value or lists of `points` values."""
     args: list[str] = []
     named = scenarios(workload)
     if named and draw(st.integers(0, 3)) == 0:
         args += ["--scenario", mostly(draw, named, ["nope", "", named[0].upper()])]
     if draw(st.booleans()):
-        args += ["--phase", mostly(draw, PHASES, ["bogus", "", "Decode"])]
-    for flag in ("--batch", "--seq-in", "--seq-out")[:3 if sweep else 2]:
+        phases = ["gemm"] if workload.startswith("gemm:") else \
+            ["inference", "training"] if workload in RECOMMENDERS else PHASES[1:]
+        args += ["--phase", mostly(draw, phases, [*PHASES, "bogus", "", "Decode"])]
+    for flag in ("--batch", "--seq-in", "--seq-out")[:3 if seq_out else 2]:
         if draw(st.integers(0, 2)) == 0:
-            counts = whole_list() if sweep else st.sampled_from(COUNTS)
+            counts = whole_list(points)
             if flag == "--batch":
-                counts = counts | st.sampled_from(["max", "best"] + (["max,1"] if sweep else []))
+                counts = counts | st.sampled_from(["max", "best"])
             args += [flag, mostly(draw, counts, EXTREME_COUNTS + ODD_TEXTS)]
     if draw(st.integers(0, 3)) == 0:
         args += ["--precision", mostly(draw, PRECISIONS, ["bogus", "", "BF16"])]
@@ -151,15 +157,16 @@ def scenario_options(draw: st.DrawFn, workload: str, *, sweep: bool = True) -> l
 @st.composite
 def eval_arguments(draw: st.DrawFn) -> list[str]:
     hardware = draw(st.sampled_from(HARDWARE))
-    workload = draw(st.sampled_from(WORKLOADS) | gemm_names())
-    args = ["eval", hardware, workload, *draw(scenario_options(workload))]
+    workload = draw(st.sampled_from(WORKLOADS) if draw(st.integers(0, 4)) else gemm_names())
+    points = mostly(draw, st.sampled_from([1, 1, 1, 2, 3]), [1, 4])  # designs of a sweep
+    args = ["eval", hardware, workload, *draw(scenario_options(workload, points=points))]
     if draw(st.integers(0, 2)) == 0:  # Typer parses these as int: no words here
         tp, pp = (int(mostly(draw, ["1", "2", "4", "8"], ["0", "-1", "3"])) for _ in "tp")
         chips = tp * pp * int(mostly(draw, ["1", "2", "4"], ["0", "3", str(2**53),
                                                              str(2**53 + 1)]))
         args += ["--chips", str(chips), "--tp", str(tp), "--pp", str(pp)]
     for _ in range(draw(st.integers(0, 3))):
-        args += ["--set", draw(set_option(hardware))]
+        args += ["--set", draw(set_option(hardware, points=points))]
     if draw(st.integers(0, 4)) == 0:
         args.append(draw(st.sampled_from(["--grid", "--zip"])))
     if draw(st.integers(0, 5)) == 0:
@@ -219,7 +226,8 @@ def memory_arguments(draw: st.DrawFn) -> list[str]:
 @st.composite
 def workload_arguments(draw: st.DrawFn) -> list[str]:
     workload = draw(st.sampled_from(WORKLOADS) | gemm_names())
-    args = ["workload", workload, *draw(scenario_options(workload))]
+    points = draw(st.sampled_from([1, 1, 2, 3, 8]))
+    args = ["workload", workload, *draw(scenario_options(workload, points=points))]
     if draw(st.integers(0, 4)) == 0:
         args += ["--convention", draw(st.sampled_from(["default", "paper", "x"]))]
     return [*args, "--format", draw(st.sampled_from(["json", "json", "csv", "table"]))]

@@ -127,7 +127,6 @@ _RUNNER = CliRunner()
 def dse(*args: str | Path) -> Ran:
     """`dse ARGS` in this process, through Typer's test runner, timed, within the budget."""
     argv = tuple(str(a) for a in args)
-    os.environ.pop("DSE_DEBUG", None)
     start = time.monotonic()
     try:
         with budget():
@@ -225,7 +224,7 @@ def assert_promise(ran: Ran, *, infeasible: bool = False, json_out: bool = False
     """Assert the promise for one run and return its JSON document (exit 0 or 3 with
     `json_out`), else None. `infeasible`: exit 3 is an answer for this command."""
     if currently_in_test_context():
-        event(f"dse {ran.args[0]}: exit {ran.code}")
+        event(f"dse {_shown(ran.args[0]) if ran.args else ''}: exit {ran.code}")
     if ran.code == 124:
         _fail(ran, "stopped: it ran past the time limit")
     if ran.exception is not None:

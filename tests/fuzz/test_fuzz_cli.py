@@ -40,7 +40,7 @@ from dse.errors import DseError
 from dse.spec.load import hardware_with_technology, library_names
 
 
-@examples(fast=60, long=900)
+@examples(fast=60, long=700)
 @given(args=eval_arguments())
 def test_eval_arguments(args: list[str]) -> None:
     ran = dse(*args)
@@ -66,7 +66,7 @@ def negatives(doc: object, where: str = "") -> list[str]:
     return []
 
 
-@examples(fast=25, long=300)
+@examples(fast=25, long=250)
 @given(args=memory_arguments())
 def test_memory_arguments(args: list[str]) -> None:
     ran = dse(*args)
@@ -82,14 +82,14 @@ def test_memory_arguments(args: list[str]) -> None:
         assert s["step_time_s"] > 0 and s["tokens_per_s"] > 0, (s, ran)
 
 
-@examples(fast=30, long=500)
+@examples(fast=30, long=400)
 @given(args=workload_arguments())
 def test_workload_arguments(args: list[str]) -> None:
     ran = dse(*args)
     assert_promise(ran, json_out=args[-1] == "json")
 
 
-@examples(fast=10, long=150)
+@examples(fast=10, long=100)
 @given(hardware=st.sampled_from(HARDWARE) | st.sampled_from(
     ["nope", "", "H100-SXM", "hwspecs", "/dev/null", "/bin/ls", "x" * 300, "a\x00b",
      "workloads/gpt2.yaml", "llama2-7b"]), paths=st.booleans())
@@ -98,7 +98,7 @@ def test_show_arguments(hardware: str, paths: bool) -> None:
     assert_promise(dse(*args), json_out=True)
 
 
-@examples(fast=10, long=150)
+@examples(fast=10, long=100)
 @given(paths=st.lists(st.sampled_from(
     ["hwspecs/h100-sxm.yaml", "workloads/gpt2.yaml", "studies/hbm-grid.yaml",
      "hwspecs/tech/n4.yaml", "workloads/lengths/squad-v1.1.yaml", "validation/measurements.csv",
@@ -111,7 +111,7 @@ def test_check_arguments(paths: list[str]) -> None:
     assert_promise(dse(*args))
 
 
-@examples(fast=10, long=150)
+@examples(fast=10, long=100)
 @given(args=usage_errors())
 def test_usage_errors(args: list[str]) -> None:
     """Typer's own refusals (unknown command or option, missing argument or value, bad choice
@@ -139,7 +139,7 @@ def _workload(name: str) -> object:
     return api.load_workload(name)
 
 
-@examples(fast=40, long=700)
+@examples(fast=40, long=1000)
 @given(data=st.data(), hardware=st.sampled_from(API_HARDWARE),
        workload=st.sampled_from(API_WORKLOADS), with_tech=st.booleans())
 def test_evaluate_with_random_overrides(data: st.DataObject, hardware: str,

@@ -50,7 +50,7 @@ def eval_and_check(hardware: str, workload: str, extra: list[str], checked: int,
         raise AssertionError(f"dse check passed the file, dse eval refused it\n{ran}")
 
 
-@examples(fast=40, long=700)
+@examples(fast=40, long=300)
 @given(case=yaml_cases("hardware"), scenario=st.sampled_from(SCENARIOS),
        show=st.booleans())
 def test_hardware_files(case: Case, scenario: tuple[str, list[str]], show: bool) -> None:
@@ -66,7 +66,7 @@ def test_hardware_files(case: Case, scenario: tuple[str, list[str]], show: bool)
             assert_promise(dse("area", path, "--format", "json"), json_out=True)
 
 
-@examples(fast=40, long=700)
+@examples(fast=40, long=300)
 @given(case=yaml_cases("workload"), hardware=st.sampled_from(HARDWARE),
        phase=st.sampled_from([None, "decode", "prefill", "serve", "inference", "training"]))
 def test_workload_files(case: Case, hardware: str, phase: str | None) -> None:
@@ -80,14 +80,14 @@ def test_workload_files(case: Case, hardware: str, phase: str | None) -> None:
                        (hardware, Path(_source(case)).stem))
 
 
-@examples(fast=15, long=250)
+@examples(fast=15, long=120)
 @given(case=yaml_cases("tech") | yaml_cases("lengths"))
 def test_process_node_and_lengths_files(case: Case) -> None:
     with tempfile.TemporaryDirectory() as folder:
         assert_promise(dse("check", case.write(Path(folder))))
 
 
-@examples(fast=25, long=400)
+@examples(fast=25, long=250)
 @given(case=csv_cases())
 def test_measurement_files(case: Case) -> None:
     with tempfile.TemporaryDirectory() as folder:

@@ -92,7 +92,7 @@ def _write(folder: Path, kind: str, size: int) -> tuple[list[str], bool]:
     return ["validate", "--measurements", str(csv), "--format", "json"], False
 
 
-@examples(fast=3, long=40)
+@examples(fast=3, long=15)
 @given(kind=st.sampled_from(HEAVY), size=st.integers(0, 100))
 def test_heavy_inputs_within_bounds(kind: str, size: int) -> None:
     with tempfile.TemporaryDirectory() as folder:

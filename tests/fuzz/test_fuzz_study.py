@@ -21,14 +21,14 @@ from mutate import MAIN, ROOT, Case, yaml_cases
 POSITIVE = ("_per_s", "_s", "_j", "_w")
 
 
-@examples(fast=15, long=250)
+@examples(fast=15, long=200)
 @given(case=yaml_cases("study"))
 def test_study_files_check(case: Case) -> None:
     with tempfile.TemporaryDirectory() as folder:
         assert_promise(dse("check", case.write(Path(folder))))
 
 
-@examples(fast=3, long=40)
+@examples(fast=3, long=25)
 @given(case=yaml_cases("study", most=2), trials=st.sampled_from(["1", "2", "3"]))
 @example(case=Case({MAIN: (ROOT / "studies" / "flops-vs-bandwidth.yaml").read_bytes()},
                    ["from studies/flops-vs-bandwidth.yaml"]), trials="2")

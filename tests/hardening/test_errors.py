@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import typer.main
 from pydantic import BaseModel, ValidationError
+from running import Ran, checkout_env
 from typer.testing import CliRunner
 
 import dse
@@ -34,13 +34,6 @@ PYDANTIC_WORDS = ("Input should", "Field required", "Extra inputs", "Value error
 runner = CliRunner()
 
 
-@dataclass
-class Ran:
-    code: int
-    stdout: str
-    stderr: str
-
-
 def dse_cli(*args: str | Path, env: dict[str, str] | None = None) -> Ran:
     """`dse ARGS` in this process, through Typer's test runner."""
     r = runner.invoke(app, [str(a) for a in args], env=env)
@@ -49,10 +42,7 @@ def dse_cli(*args: str | Path, env: dict[str, str] | None = None) -> Ran:
 
 def dse_subprocess(*args: str, cwd: Path = DATA, **kwargs) -> subprocess.CompletedProcess:
     """`python -m dse ARGS` from this checkout (the real entry point, not the test runner)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
-        "PYTHONPATH", "")])}
-    env.pop("DSE_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "dse", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "dse", *args], cwd=cwd, env=checkout_env(),
                           capture_output=True, text=True, timeout=120, **kwargs)
 
 

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import resource
-import subprocess
-import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
+from running import Ran, limited_python
 from typer.testing import CliRunner
 
 from dse import validate
@@ -40,32 +37,10 @@ runner = CliRunner()
 
 # --- helpers ------------------------------------------------------------------------------
 
-@dataclass
-class Ran:
-    code: int
-    stdout: str
-    stderr: str
-    seconds: float
-
-
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
-
-
 def dse_subprocess(*args: str, cwd: Path = DATA) -> Ran:
     """`python -m dse ARGS` from this checkout, under TIMEOUT_S and MEMORY_BYTES."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
-        "PYTHONPATH", "")]), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1"}
-    env.pop("DSE_DEBUG", None)
-    start = time.monotonic()
-    try:
-        r = subprocess.run([sys.executable, "-m", "dse", *args], cwd=cwd, env=env,
-                           capture_output=True, text=True, timeout=TIMEOUT_S,
-                           preexec_fn=_limit_memory)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"dse {' '.join(args)} ran past {TIMEOUT_S} s")
-    return Ran(r.returncode, r.stdout, r.stderr, time.monotonic() - start)
+    r, seconds = limited_python(["-m", "dse", *args], cwd, TIMEOUT_S, MEMORY_BYTES)
+    return Ran(r.returncode, r.stdout, r.stderr, seconds)
 
 
 def dse(*args: str | Path) -> Ran:

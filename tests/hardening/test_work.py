@@ -10,17 +10,14 @@ memory limit that one pass over the same designs exceeds.
 
 from __future__ import annotations
 
-import os
-import resource
 import subprocess
-import sys
 import textwrap
-import time
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pytest
+from running import limited_python
 from typer.testing import CliRunner
 
 import dse
@@ -38,20 +35,7 @@ runner = CliRunner()
 def _subprocess(args: list[str], memory_bytes: int) -> tuple[subprocess.CompletedProcess,
                                                              float]:
     """`python ARGS` from this checkout under TIMEOUT_S and an address-space limit."""
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
-        "PYTHONPATH", "")]), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1"}
-    env.pop("DSE_DEBUG", None)
-    start = time.monotonic()
-    try:
-        r = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
-                           text=True, timeout=TIMEOUT_S, preexec_fn=limit)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"python {' '.join(args)[:80]} ran past {TIMEOUT_S} s")
-    return r, time.monotonic() - start
+    return limited_python(args, ROOT, TIMEOUT_S, memory_bytes)
 
 
 def _values(n: int, start: int = 1) -> str:

@@ -6,8 +6,9 @@ and `dse memory`), within a time and memory budget; never a traceback, never exi
 internal error), never Infinity or NaN in JSON.
 
 Profiles (environment variable DSE_FUZZ): `fast` (the default test run: a few hundred inputs
-in all, derandomized so the default run is reproducible) and `long` (CI: thousands, a fresh
-random sample each run; a failure prints the seed and a `@reproduce_failure` blob).
+in all) and `long` (CI: thousands). Both are derandomized, so a CI run is reproducible
+and a red one is not luck; a failure prints a `@reproduce_failure` blob. DSE_FUZZ_RANDOM=1
+makes the long profile draw a new random sample (to explore beyond the fixed one).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ _COMMON = dict(deadline=None, database=None, print_blob=True,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                       HealthCheck.filter_too_much])
 settings.register_profile("dse-fuzz-fast", derandomize=True, **_COMMON)
-settings.register_profile("dse-fuzz-long", derandomize=False, **_COMMON)
+settings.register_profile("dse-fuzz-long", derandomize=os.environ.get("DSE_FUZZ_RANDOM") != "1",
+                          **_COMMON)  # CI: reproducible; DSE_FUZZ_RANDOM=1 explores
 _PROFILE_SETTINGS = settings.get_profile(f"dse-fuzz-{PROFILE}")
 
 

@@ -40,6 +40,13 @@ def _source(case: Case) -> str:
     return case.steps[0].split()[-1]
 
 
+def passed_as(checked, kind: str) -> int:
+    """0 where `dse check` passed the file as `kind` (a mutation can turn a workload file
+    into a valid file of another kind, `base: h100-sxm`, which eval then rightly refuses
+    in the workload's place), else 1."""
+    return 0 if checked.code == 0 and f"ok ({kind})" in checked.stdout else 1
+
+
 def eval_and_check(hardware: str, workload: str, extra: list[str], checked: int,
                    source: tuple[str, str]) -> None:
     ran = dse("eval", hardware, workload, *extra, "--format", "json")
@@ -60,7 +67,8 @@ def test_hardware_files(case: Case, scenario: tuple[str, list[str]], show: bool)
         assert_promise(checked)
         workload, extra = scenario
         source = Path(_source(case)).stem
-        eval_and_check(str(path), workload, extra, checked.code, (source, workload))
+        eval_and_check(str(path), workload, extra, passed_as(checked, "hardware"),
+                       (source, workload))
         if show:
             assert_promise(dse("show", path, "--format", "json"), json_out=True)
             assert_promise(dse("area", path, "--format", "json"), json_out=True)
@@ -76,7 +84,7 @@ def test_workload_files(case: Case, hardware: str, phase: str | None) -> None:
         checked = dse("check", path)
         assert_promise(checked)
         assert_promise(dse("workload", path, *extra, "--format", "json"), json_out=True)
-        eval_and_check(hardware, str(path), extra, checked.code,
+        eval_and_check(hardware, str(path), extra, passed_as(checked, "workload"),
                        (hardware, Path(_source(case)).stem))
 
 

@@ -8,10 +8,11 @@ a short message and exit 1 (set DSE_DEBUG=1 for the traceback).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 import yaml
@@ -367,6 +368,23 @@ def eval_(
         raise typer.Exit(3)
 
 
+T = TypeVar("T")
+
+
+def _with_progress(label: str, work: Callable[[Callable[[int, int], None] | None], T]) -> T:
+    """work(report): with a transient progress bar on stderr when it is a terminal (report
+    gets done and total), else with no report."""
+    if not sys.stderr.isatty():
+        return work(None)
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), transient=True,
+                  console=Console(stderr=True)) as bar:
+        task = bar.add_task(label, total=None)
+        return work(lambda done, total: bar.update(task, completed=done, total=total))
+
+
 @app.command()
 @user_errors
 def validate(
@@ -385,7 +403,8 @@ def validate(
 
     if fmt is Format.yaml:
         raise DseError("--format: expected table or json")
-    rows, invalid = view.screen(val.run(measurements or None))
+    rows, invalid = view.screen(_with_progress(
+        "validate", lambda report: val.run(measurements or None, progress=report)))
     doc = view.validation_document(rows, val.summary(rows), invalid)
     if plot is not None:
         view.draw(view.plot_data(rows), plot)

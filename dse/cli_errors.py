@@ -11,7 +11,7 @@ Two doors lead here:
 - `DseGroup`, the click group of `dse` and `dse plot`, runs the parser in non-standalone
   mode and turns its usage errors (unknown option or command, missing argument, a value of
   the wrong type) into one line and exit 2, instead of Typer's boxed panel. `--help` and a
-  bare `dse` (which prints the help) are unchanged.
+  bare `dse` or `dse plot` print the help on stdout and exit 0.
 """
 
 from __future__ import annotations
@@ -223,8 +223,8 @@ class DseGroup(TyperGroup):
 
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except ce.NoArgsIsHelpError as e:  # the help is already printed, as Typer does
-            sys.exit(e.exit_code)
+        except ce.NoArgsIsHelpError:  # a bare `dse` or `dse plot` asks for the help: it is
+            sys.exit(0)  # printed (stdout); nothing was wrong, so exit 0, as --help does
         except ce.UsageError as e:
             err(usage_line(e))
             sys.exit(BAD_INPUT)

@@ -20,6 +20,7 @@ from dse.spec.hardware import HardwareSpec
 from dse.spec.technology import TechSpec
 from dse.spec.vocabulary import column_name
 from dse.spec.workload import WorkloadSpec
+from dse.workloads import resolve_scenario
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,6 +36,12 @@ MODES = ("zip", "grid")
 # each in `dse workload` (16 s, 340 MB). A 200 x 200 x 200 grid took 116 s and 5.8 GB before
 # it ran out of memory. Larger explorations are studies (`dse study`), or several sweeps.
 MAX_POINTS = 10_000
+# Most scenarios one `dse eval` sweep (`sweep()`) may evaluate: points that differ in a
+# scenario field other than a whole-number batch (--seq-in, --seq-out, --phase, --precision,
+# a batch in training or max/best) are each an evaluation of their own, 15-40 ms on one core
+# (the lowering depends on the lengths), so 256 take 4-10 s. Batches and hardware values
+# within a scenario are vectorized and count only toward MAX_POINTS.
+MAX_SCENARIOS = 256
 
 
 def option_name(key: str) -> str:
@@ -149,20 +156,35 @@ def sweep(hw: HardwareSpec, wl: WorkloadSpec, scenario: str | None = None, *,
 
     values = dict(values or {})
     points = expand(values, mode)
+    per_design = _batch_per_design(wl, scenario, values)
     groups: dict[tuple, list[int]] = {}
     for p, point in enumerate(points):
-        key = tuple((k, point[k]) for k in SCENARIO_FIELDS if k in point)
+        key = tuple((k, point[k]) for k in SCENARIO_FIELDS
+                    if k in point and not (per_design and k == "batch"))
         groups.setdefault(key, []).append(p)
     paths = [k for k in values if k not in SCENARIO_FIELDS]
+    if len(groups) > MAX_SCENARIOS:
+        many = [option_name(k) for k in SCENARIO_FIELDS
+                if len({repr(point.get(k)) for point in points}) > 1
+                and not (per_design and k == "batch")]
+        joined = (" x " if mode == "grid" else ", ").join(many)
+        raise DseError(f"{joined}: {len(groups):,} scenarios, above the limit of "
+                       f"{MAX_SCENARIOS:,} a sweep evaluates one by one; narrow these lists "
+                       "(whole-number batches and --set lists are evaluated together, up to "
+                       f"{MAX_POINTS:,} points; README, Input limits)")
 
     evaluations: list[Evaluation] = []
     rows: dict[int, tuple[int, int]] = {}
     parts = []
     for key, members in groups.items():
         overrides = {path: [points[p][path] for p in members] for path in paths}
+        fields = dict(key)
+        if per_design:
+            batches = [points[p]["batch"] for p in members]
+            fields["batch"] = batches if len(batches) > 1 else batches[0]
         ev = evaluate(hw, wl, scenario, chips=chips, tp=tp, pp=pp, tech=tech,
                       reticle=reticle, area_budget=area_budget,
-                      overrides=overrides or None, **dict(key))
+                      overrides=overrides or None, **fields)
         designs = list(range(len(members))) if ev.n > 1 else [0] * len(members)
         rows.update({p: (len(evaluations), i) for p, i in zip(members, designs, strict=True)})
         parts.append(_design_frame(ev).iloc[designs].set_axis(members))
@@ -174,6 +196,24 @@ def sweep(hw: HardwareSpec, wl: WorkloadSpec, scenario: str | None = None, *,
                  frame=frame, varied=varied, mode=mode)
 
 
+def _batch_per_design(wl: WorkloadSpec, scenario: str | None, values: dict[str, Any]) -> bool:
+    """Whether the sweep's batches can run as one batch per design (whole numbers, more
+    than one, in a phase that takes them): points that differ only in batch and hardware
+    are then one evaluation, as a hardware sweep is."""
+    given = values.get("batch")
+    batches = list(given) if isinstance(given, list | tuple) else []
+    if len(batches) < 2 or not all(isinstance(b, int) and not isinstance(b, bool)
+                                   for b in batches):
+        return False
+    phase = values.get("phase")
+    phases = list(phase) if isinstance(phase, list | tuple) else [phase]
+    try:
+        return all(resolve_scenario(wl, scenario, phase=ph, batch=batches[0])[1].phase
+                   != "training" for ph in phases)
+    except DseError:
+        return False  # each point reports its own problem as it is evaluated
+
+
 def _design_frame(ev: Evaluation) -> pd.DataFrame:
     """`ev.columns()` as a frame, with the scenario's fields in front and unit-suffixed override
     columns."""
@@ -182,7 +222,9 @@ def _design_frame(ev: Evaluation) -> pd.DataFrame:
     frame = pd.DataFrame(ev.columns()).rename(
         columns={p: column_name(p) for p in ev.batch.overrides})
     sc = ev.scenario
-    scenario = {"scenario": ev.scenario_name, "phase": sc.phase, "batch": sc.batch,
+    batch = (ev.batch_values.astype(int).tolist() if ev.batch_values is not None
+             else [sc.batch] * ev.n)
+    scenario = {"scenario": ev.scenario_name, "phase": sc.phase, "batch": batch,
                 "seq_in": sc.seq_in, "seq_out": sc.seq_out, "precision": sc.precision,
                 "kv_precision": sc.kv_precision,
                 "chips": ev.chips, "tp": ev.tp, "pp": ev.pp}
@@ -190,5 +232,5 @@ def _design_frame(ev: Evaluation) -> pd.DataFrame:
     rest = [c for c in frame.columns if c not in hw_cols]
     out = frame[hw_cols].copy()
     for col, value in scenario.items():
-        out[col] = [value] * ev.n
+        out[col] = value if col == "batch" else [value] * ev.n
     return pd.concat([out, frame[rest]], axis=1)

@@ -13,7 +13,7 @@ import csv
 import math
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -198,67 +198,138 @@ def read_measurements(path: Path) -> list[dict]:
     return rows
 
 
-def run(paths: Path | Sequence[Path] | None = None) -> list[Row]:
+Progress = Callable[[int, int], None]
+"""progress(rows done, rows in all): called as groups of rows finish."""
+
+
+def run(paths: Path | Sequence[Path] | None = None,
+        progress: Progress | None = None) -> list[Row]:
     """Predict every row of the measurement files (the shipped ones by default), in order;
-    an id given twice across them is an error."""
+    an id given twice across them is an error (found before any row is modelled). Rows that
+    differ only in their batch run as one vectorized evaluation (`_Groups`)."""
     if paths is None:
         paths = default_measurements()
     elif isinstance(paths, Path | str):
         paths = (Path(paths),)
-    out: list[Row] = []
+    files = [(Path(path), read_measurements(Path(path))) for path in paths]
     seen: dict[str, str] = {}
-    for path in paths:
-        for row in _run_file(Path(path)):
-            if row.id in seen:
-                raise DseError(f"{path}: id {row.id} is also in {seen[row.id]}; ids must be "
-                               "unique across the files validated together")
-            seen[row.id] = str(path)
-            out.append(row)
+    for path, records in files:
+        for r in records:
+            if r["id"] in seen:
+                raise DseError(f"{path}:{r['line']}: id: {r['id']} is also at {seen[r['id']]}; "
+                               "ids must be unique across the files validated together")
+            seen[r["id"]] = f"{path}:{r['line']}"
+    total = sum(len(records) for _, records in files)
+    out: list[Row] = []
+    for path, records in files:
+        done = len(out)
+        out.extend(_run_file(path, records, progress and (
+            lambda n, _t, done=done: progress(done + n, total))))
     return out
 
 
-def _run_file(path: Path) -> list[Row]:
-    """Predict every row of one measurement file."""
+# Rows whose key (all of a row's model inputs but its batch) is equal are one group: one
+# evaluation with a batch per design. Training takes one global batch per evaluation and
+# `max` depends on the hardware, so there the batch is part of the key.
+_KEY = ("hardware", "workload", "phase", "precision", "seq_in", "seq_out", "chips", "tp", "pp")
+
+
+def _run_file(path: Path, records: list[dict], progress: Progress | None = None) -> list[Row]:
+    """Predict every row of one measurement file (its records, as read_measurements gives
+    them): rows grouped by everything but their batch, each group one `evaluate` call over
+    its distinct batches, so N rows cost about as many evaluations as distinct scenarios. A
+    row whose evaluation raises is found by evaluating its group's rows one at a time; the
+    error of the first such row in the file is raised, naming its line."""
     hw_known = set(library_names("hardware"))
     wl_known = set(library_names("workload"))
-    out = []
-    for r in read_measurements(path):
+    rows: list[Row] = []
+    groups: dict[tuple, list[int]] = {}
+    for r in records:
         row = Row(id=r["id"], phase=r["phase"], metric=r["metric"], measured=r["value"],
                   hardware=r["hardware"], workload=r["workload"])
-        out.append(row)
-        if r["phase"] not in PHASES:
-            row.skipped = f"phase {r['phase']} is not modelled yet"
-            continue
+        rows.append(row)
         if r["hardware"] not in hw_known:
             row.skipped = f"hardware '{r['hardware']}' is not in the library"
-            continue
-        if r["workload"] not in wl_known and not is_gemm_name(r["workload"]):
+        elif r["workload"] not in wl_known and not is_gemm_name(r["workload"]):
             row.skipped = f"workload '{r['workload']}' is not in the library"
-            continue
+        else:
+            alone = r["phase"] == "training" or r["batch"] == "max"
+            key = (*(r[k] for k in _KEY), r["batch"] if alone else None)
+            groups.setdefault(key, []).append(len(rows) - 1)
+    loaded: dict[tuple[str, str], object] = {}
+    first_error: tuple[int, str] | None = None
+    done = len(records) - sum(len(m) for m in groups.values())  # the skipped ones
+    for members in groups.values():  # in the order of their first rows
+        if first_error is not None and records[members[0]]["line"] > first_error[0]:
+            break  # a later row's error cannot be the first
         try:
-            spec, tech, _ = load_design(r["hardware"])
-            res = evaluate(
-                spec, load_workload(r["workload"]), tech=tech,
-                phase=r["phase"], batch=r["batch"], precision=r["precision"] or None,
-                seq_in=int(r["seq_in"]) if r["seq_in"] else None,
-                seq_out=int(r["seq_out"]) if r["seq_out"] else None,
-                chips=r["chips"], tp=r["tp"], pp=r["pp"])
-        except DseError as e:  # the API names its arguments as flags: here they are columns
-            message = re.sub(r"^--([a-z]+(?:-[a-z]+)*)\b",
-                             lambda m: m[1].replace("-", "_") if m[1].replace("-", "_")
-                             in COLUMNS else m[0], str(e))
-            raise DseError(f"{path}:{r['line']}: {message}") from None
-        if not res.feasible[0]:
-            row.skipped = f"infeasible on the model: {res.reason[0]}"
+            _run_group([records[i] for i in members], [rows[i] for i in members], loaded)
+        except DseError:  # which row: the group's first that fails on its own
+            for i in members:
+                try:
+                    _run_group([records[i]], [rows[i]], loaded)
+                except DseError as e:
+                    line = records[i]["line"]
+                    if first_error is None or line < first_error[0]:
+                        first_error = (line, _in_columns(str(e)))
+                    break
+        done += len(members)
+        if progress is not None:
+            progress(done, len(records))
+    if first_error is not None:
+        raise DseError(f"{path}:{first_error[0]}: {first_error[1]}")
+    return rows
+
+
+def _in_columns(message: str) -> str:
+    """The API names its arguments as flags (--seq-in): here they are columns (seq_in)."""
+    return re.sub(r"^--([a-z]+(?:-[a-z]+)*)\b",
+                  lambda m: m[1].replace("-", "_") if m[1].replace("-", "_") in COLUMNS
+                  else m[0], message)
+
+
+def _load(kind: str, name: str, loaded: dict) -> object:
+    """A library hardware design (spec, tech) or workload by name, read once per run."""
+    if (kind, name) not in loaded:
+        if kind == "hardware":
+            spec, tech, _ = load_design(name)
+            loaded[kind, name] = (spec, tech)
+        else:
+            loaded[kind, name] = load_workload(name)
+    return loaded[kind, name]
+
+
+def _run_group(records: list[dict], rows: list[Row], loaded: dict) -> None:
+    """Predict `rows` (with their `records`), which share every model input but the batch,
+    in one evaluation: a batch per design when they are whole numbers."""
+    r = records[0]
+    spec, tech = _load("hardware", r["hardware"], loaded)  # type: ignore[misc]
+    wl = _load("workload", r["workload"], loaded)
+    batches = [rec["batch"] for rec in records]
+    distinct = list(dict.fromkeys(batches))
+    res = evaluate(
+        spec, wl, tech=tech, phase=r["phase"],
+        batch=distinct if len(distinct) > 1 else distinct[0],
+        precision=r["precision"] or None,
+        seq_in=int(r["seq_in"]) if r["seq_in"] else None,
+        seq_out=int(r["seq_out"]) if r["seq_out"] else None,
+        chips=r["chips"], tp=r["tp"], pp=r["pp"])
+    design = {b: i for i, b in enumerate(distinct)} if res.n > 1 else dict.fromkeys(distinct, 0)
+    # the bound of each design's longest operator (count x time), as op_records(i)[0] has it
+    spent = res.ops_count * res.ops_time
+    longest = np.argmax(spent, axis=1) if spent.shape[1] else None
+    bounds = res.ops_bound[np.arange(res.n), longest] if longest is not None else None
+    for rec, row in zip(records, rows, strict=True):
+        i = design[rec["batch"]]
+        if not res.feasible[i]:
+            row.skipped = f"infeasible on the model: {res.reason[i]}"
             continue
-        row.predicted = float(res.metrics[r["metric"]][0])
+        row.predicted = float(res.metrics[rec["metric"]][i])
         row.rel_error = (row.predicted - row.measured) / row.measured
-        recs = res.op_records(0)
-        row.bound = recs[0]["bound"] if recs else None
+        row.bound = str(bounds[i]) if bounds is not None else None
         for (prefix, phase), note in NOTES.items():
-            if r["workload"].startswith(prefix) and r["phase"] == phase:
+            if rec["workload"].startswith(prefix) and rec["phase"] == phase:
                 row.note = note
-    return out
 
 
 def summary(rows: list[Row]) -> dict:

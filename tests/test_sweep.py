@@ -58,11 +58,19 @@ def test_one_evaluate_call_per_scenario_with_override_arrays(h100, llama, monkey
 
     monkeypatch.setattr(mod, "evaluate", spy)
     sw = sweep(h100, llama, "chat-decode",
-               values={"batch": [1, 8], "memory.HBM3.bandwidth": ["2TB/s", "4TB/s", "3TB/s"]},
-               mode="grid")
-    assert len(calls) == 2 and [c["batch"] for c in calls] == [1, 8]
+               values={"seq_in": [64, 128],
+                       "memory.HBM3.bandwidth": ["2TB/s", "4TB/s", "3TB/s"]}, mode="grid")
+    assert len(calls) == 2 and [c["seq_in"] for c in calls] == [64, 128]
     assert calls[0]["overrides"] == {"memory.HBM3.bandwidth": ["2TB/s", "4TB/s", "3TB/s"]}
     assert sw.n == 6 and len(sw.evaluations) == 2 and sw.evaluations[0].n == 3
+    assert list(sw.frame["seq_in"]) == [64, 64, 64, 128, 128, 128]
+    # whole-number batches are a batch per design: one call for the whole grid
+    calls.clear()
+    sw = sweep(h100, llama, "chat-decode",
+               values={"batch": [1, 8], "memory.HBM3.bandwidth": ["2TB/s", "4TB/s", "3TB/s"]},
+               mode="grid")
+    assert len(calls) == 1 and calls[0]["batch"] == [1, 1, 1, 8, 8, 8]
+    assert sw.n == 6 and len(sw.evaluations) == 1 and sw.evaluations[0].n == 6
     assert sw.varied == ("batch", "memory.HBM3.bandwidth")
     assert list(sw.frame["batch"]) == [1, 1, 1, 8, 8, 8]
     assert list(sw.frame["memory.HBM3.bandwidth_bytes_per_s"]) == [2e12, 4e12, 3e12] * 2

@@ -143,7 +143,7 @@ def test_ids_are_unique_across_the_files_validated_together(tmp_path):
         "M001,h100-sxm,1,1,1,gemm:4096x4096x4096,gemm,bf16,1,,,achieved_flop_per_s,7e14\n")
     result = runner.invoke(app, ["validate", "--measurements", str(path), "--measurements",
                                  str(validate.default_measurements()[0])])
-    assert result.exit_code == 2 and "M001 is also in" in result.output, result.output
+    assert result.exit_code == 2 and "M001 is also at" in result.output, result.output
     one = runner.invoke(app, ["validate", "--measurements", str(path), "-f", "json"])
     assert one.exit_code == 0 and json.loads(one.stdout)["summary"]["overall"]["n"] == 1
 

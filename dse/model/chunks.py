@@ -6,7 +6,8 @@ BEST_CANDIDATES trial batches per design), so one pass over a million designs to
 `chunked` wraps the public `dse.evaluate`: up to CHUNK_DESIGNS designs (CHUNK_DESIGNS /
 BEST_CANDIDATES with `batch best`) run as before, in one pass; more run a chunk at a time
 (`DesignBatch.take`) and their Evaluations are concatenated design by design, so the peak
-is the result itself plus one chunk's working set. Every design is evaluated on its own,
+is the result itself plus one chunk's working set. A batch per design (a list) is cut
+with its designs. Every design is evaluated on its own,
 so the chunking changes no number. README, "Input limits". No I/O.
 """
 
@@ -76,15 +77,22 @@ def chunked(evaluate: F) -> F:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
         a = bound.arguments
-        n = override_count(a["hw"], a["overrides"])
-        if n <= _smallest_chunk() or n <= (size := chunk_size(a)):
-            return evaluate(*args, **kwargs)
+        batches = a["batch"] if isinstance(a["batch"], list | tuple | np.ndarray) else None
+        designs = override_count(a["hw"], a["overrides"])
+        n = max(designs, len(batches)) if batches is not None else designs
+        if (n <= _smallest_chunk() or n <= (size := chunk_size(a))
+                or (batches is not None and designs not in (1, len(batches)))):
+            return evaluate(*args, **kwargs)  # (a count mismatch is evaluate's error)
         hw = a["hw"]
         db = hw if isinstance(hw, DesignBatch) else design_batch(hw, a["overrides"])
+        if db.n == 1:  # one design run at a batch per design
+            db = db.take(np.zeros(n, dtype=int))
         out: _Joined | None = None
         for start in range(0, db.n, size):
-            part = evaluate(**{**a, "hw": db.take(np.arange(start, min(start + size, db.n))),
-                               "overrides": None})
+            end = min(start + size, db.n)
+            part = evaluate(**{**a, "hw": db.take(np.arange(start, end)), "overrides": None,
+                               "batch": batches[start:end] if batches is not None
+                               else a["batch"]})
             out = out or _Joined(part, db)
             out.add(part, start)
         assert out is not None

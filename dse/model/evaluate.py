@@ -36,6 +36,7 @@ No I/O; a design that cannot run the scenario gets feasible = False and a reason
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,6 +68,7 @@ from dse.model.stages import (
 )
 from dse.spec.hardware import HardwareSpec
 from dse.spec.technology import TechSpec
+from dse.spec.types import MAX_WHOLE
 from dse.spec.workload import Scenario, WorkloadSpec, gemm_from_name
 from dse.workloads import execution_issues, lower, resolve_scenario
 from dse.workloads.optable import CLASSES
@@ -108,6 +110,9 @@ class Evaluation:
     power_limited: np.ndarray | None = None  # [N] bool: slowed to fit the TDP (with tech)
     energy: StepEnergy | None = None  # per chip and step, unthrottled (with tech)
     warnings: tuple[str, ...] = ()  # legal but suspect inputs (lengths beyond the context)
+    batch_values: np.ndarray | None = None
+    """[N] the batch of each design, when evaluate was given one per design (else None: the
+    scenario's batch)."""
     training: dict[str, np.ndarray] | None = None
     """Transformer training: per design the setup chosen (micro_batch, microbatches, zero,
     recompute, sequence_parallel) and the memory planner's bytes per chip
@@ -116,6 +121,19 @@ class Evaluation:
     @property
     def n(self) -> int:
         return len(self.feasible)
+
+    def scenario_of(self, i: int) -> Scenario:
+        """The scenario design i ran: `scenario`, with its own batch when each design had
+        one."""
+        if self.batch_values is None:
+            return self.scenario
+        return self.scenario.model_copy(update={"batch": int(self.batch_values[i])})
+
+    def scenario_overrides_of(self, i: int) -> dict[str, object]:
+        """The scenario fields the caller replaced for design i."""
+        if self.batch_values is None:
+            return self.scenario_overrides
+        return {**self.scenario_overrides, "batch": int(self.batch_values[i])}
 
     @property
     def ops_bytes(self) -> np.ndarray:
@@ -189,7 +207,8 @@ def _reject(condition: bool, message: str) -> None:
 
 @chunked  # issue 15: any number of designs in bounded memory (dse.model.chunks)
 def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | None = None, *,
-             phase: str | None = None, batch: int | str | None = None,
+             phase: str | None = None,
+             batch: int | str | Sequence[int] | np.ndarray | None = None,
              seq_in: int | None = None, seq_out: int | None = None,
              precision: str | None = None, kv_precision: str | None = None,
              chips: int = 1, tp: int = 1, pp: int = 1, execution: Execution | None = None,
@@ -202,12 +221,29 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     process node), power, energy and area come too, and a design whose power exceeds its
     TDP is slowed to fit it (see dse.model.power); a design whose dies exceed the reticle
     (with `reticle`), whose die area exceeds `area_budget` (mm2, all dies) or whose static
-    power alone exceeds its TDP is infeasible."""
+    power alone exceeds its TDP is infeasible.
+
+    `batch` may also be a list of whole numbers, one per design (a batch sweep in one pass):
+    the designs of `hw` are then that many (one design is repeated), and
+    `Evaluation.batch_values` holds them. Not for phase training."""
     db = hw if isinstance(hw, DesignBatch) else design_batch(hw, overrides)
+    per_design = None
+    if isinstance(batch, list | tuple | np.ndarray):
+        per_design, batch = _batch_values(batch, db.n), None
+        if db.n == 1:
+            db = db.take(np.zeros(len(per_design), dtype=int))
     given = {"phase": phase, "batch": batch, "seq_in": seq_in, "seq_out": seq_out,
              "precision": precision, "kv_precision": kv_precision}
     given = {k: v for k, v in given.items() if v is not None}
+    if per_design is not None:
+        # each distinct value checked as the scenario's batch, so a bad one reads as usual
+        for value in dict.fromkeys(per_design.tolist()):
+            resolve_scenario(wl, scenario, **{**given, "batch": int(value)})
+        given["batch"] = int(per_design[0])
     sc_name, sc = resolve_scenario(wl, scenario, **given)
+    _reject(per_design is not None and sc.phase == "training",
+            "--batch: phase training takes one global batch per evaluation, not one per "
+            "design")
     ex = execution or Execution(chips=chips, tp=tp, pp=pp, fusion=fusion)
     problems, warnings = execution_issues(wl, sc, ex.tp, ex.pp)
     _reject(bool(problems), "; ".join(problems))
@@ -228,6 +264,10 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
         seqs = np.full(db.n, float(sc.batch) / ex.dp)
         none_fit = np.zeros(db.n, dtype=bool)
         setup = {**tr.setup, **{f"memory_{k}_bytes": v for k, v in tr.memory.items()}}
+    elif per_design is not None:  # the int branch below, one batch per design
+        seqs = np.ceil(per_design / ex.dp)
+        none_fit = np.zeros(db.n, dtype=bool)
+        run = _run(db, wl, sc, ex, seqs, per_design)
     elif isinstance(sc.batch, int):
         seqs = np.full(db.n, float(math.ceil(sc.batch / ex.dp)))
         none_fit = np.zeros(db.n, dtype=bool)
@@ -260,7 +300,22 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
         memory_bytes=run.placement.used, level_names=db.level_names, ops_name=step.names,
         ops_count=step.count, ops_flops=step.flops, op_traffic=step.traffic,
         ops_time=step.time, ops_bound_code=step.bound, power_limited=limited, energy=energy,
-        warnings=tuple(warnings), training=setup)
+        warnings=tuple(warnings), training=setup, batch_values=per_design)
+
+
+def _batch_values(values: Sequence[int] | np.ndarray, designs: int) -> np.ndarray:
+    """[N] a batch per design as floats: whole numbers >= 1, as many as the designs (or any
+    number for one design); DseError otherwise."""
+    arr = np.asarray(values, dtype=object).ravel()
+    _reject(arr.size == 0, "--batch: expected at least one batch")
+    for v in arr:
+        _reject(isinstance(v, bool) or not isinstance(v, int | np.integer)
+                or not 1 <= v <= MAX_WHOLE,
+                f"--batch: expected positive whole numbers, found {v!r}")
+    _reject(designs > 1 and arr.size != designs,
+            f"--batch: {arr.size} batches for {designs} designs; give one batch per design "
+            "(or one design)")
+    return arr.astype(float)
 
 
 def size(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution) -> np.ndarray:

@@ -48,7 +48,7 @@ def _num(v: float) -> float | None:
 def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> dict[str, Any]:
     """The issue's JSON schema for design i: feasible, reason, metrics, ops; power and
     energy where the spec's process node is known (else `power_note` says why not)."""
-    sc = res.scenario
+    sc = res.scenario_of(i)
     doc: dict[str, Any] = {
         "hardware": res.hardware, "workload": res.workload,
         "scenario": {"name": res.scenario_name, "description": describe_scenario(sc),
@@ -60,7 +60,7 @@ def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> d
                      # serve: the engine profile that ran (the scenario's or the default)
                      "engine": engine_of(sc).model_dump() if sc.phase == "serve" else None},
         # Every override applied: scenario fields the caller replaced, hardware paths (SI).
-        "overrides": {**res.scenario_overrides,
+        "overrides": {**res.scenario_overrides_of(i),
                       **{k: float(v[i]) for k, v in res.batch.overrides.items()}},
         "warnings": list(res.warnings),
         "feasible": bool(res.feasible[i]),

@@ -3,7 +3,8 @@
 regression in the readers' or the sweeps' limits fails the test instead of exhausting the
 machine. Inputs: alias bombs, deep nesting, files near and above the size limit, long base
 chains, named pipes and devices where a file is expected, sweeps near and above the 10,000
-point limit, huge and long measurement CSVs. Property: the promise (fuzzing.assert_promise).
+point and 256 scenario limits, huge and long measurement CSVs (up to H4's 100,000 rows, and
+past the 200,000-row limit). Property: the promise (fuzzing.assert_promise).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 HEAVY = ["bomb", "nesting", "size", "keys", "chain", "fifo", "device", "sweep", "grid",
-         "csv_rows", "csv_line"]
+         "batches", "scenarios", "csv_rows", "csv_line"]
 
 
 def _bomb(levels: int, width: int) -> str:
@@ -71,6 +72,14 @@ def _write(folder: Path, kind: str, size: int) -> tuple[list[str], bool]:
         values = ",".join(f"{1 + i % 512}MiB" for i in range(n))
         return ["eval", "h100-sxm", "llama2-7b", "--phase", "decode", "--set",
                 f"memory.L2.capacity={values}", "--format", "csv"], True
+    if kind == "batches":  # a batch sweep (one evaluation) at and above the point limit
+        n = [2, 5000, 10000, 10001][size % 4]
+        return ["eval", "h100-sxm", "llama2-7b", "--phase", ["decode", "serve"][size % 2],
+                "--batch", ",".join(str(1 + i) for i in range(n)), "--format", "csv"], True
+    if kind == "scenarios":  # a sweep of lengths, an evaluation each: around 256 of them
+        n = [100, 256, 257, 1000][size % 4]
+        return ["eval", "h100-sxm", "llama2-7b", "--phase", "decode", "--seq-in",
+                ",".join(str(1 + i) for i in range(n)), "--format", "csv"], True
     if kind == "grid":  # a grid whose product passes the limit
         n = [50, 101, 1000][size % 3]
         lst = ",".join(str(1 + i) for i in range(n))
@@ -80,9 +89,9 @@ def _write(folder: Path, kind: str, size: int) -> tuple[list[str], bool]:
              "value,confidence,source\n"
     row = "M{},h100-sxm,1,1,1,gemm:1024x1024x1024,gemm,bf16,1,,,achieved_flop_per_s,5e14,high,x\n"
     csv = folder / "m.csv"
-    if kind == "csv_rows":  # a few rows, and past the 200,000-row limit (refused): rows
-        # near the limit take minutes (test_open_findings.py)
-        rows = [100, 200_001][size % 2]
+    if kind == "csv_rows":  # a few rows, H4's 100,000 (one group: ~6 s as JSON), and past
+        # the 200,000-row limit (refused)
+        rows = [100, 100_000, 200_001][size % 3]
         with csv.open("w") as f:
             f.write(header)
             f.writelines(row.format(i) for i in range(rows))

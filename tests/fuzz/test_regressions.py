@@ -91,3 +91,15 @@ def test_pipeline_and_tensor_split_of_a_max_batch_encoder(split):
     doc = assert_promise(ran, json_out=True)
     assert_eval_doc(ran, doc)
     assert doc["feasible"] and doc["metrics"]["energy_per_sample_j"] > 0
+
+
+# --- a command group without a command --------------------------------------------------------
+# Found by the argument fuzzer: `dse` and `dse plot` alone printed the help on stdout and
+# exited 2 with nothing on stderr, an exit 2 without its one-line error. They ask for the
+# help, so they now print it with exit 0 (dse.cli_errors.DseGroup).
+
+@pytest.mark.parametrize("args", [["plot"], []])
+def test_a_command_group_without_a_command_prints_its_help(args):
+    ran = dse(*args)
+    assert_promise(ran)
+    assert ran.code == 0 and ran.stderr == "" and "Usage:" in ran.stdout

@@ -254,14 +254,16 @@ def test_every_command_is_covered():
 
 def test_usage_errors_through_the_real_entry_point():
     """`python -m dse` (and the console script, the same `main`) prints the same one line;
-    help is unchanged."""
+    help is unchanged, and `dse` or `dse plot` alone print it with exit 0."""
     r = dse_subprocess("eval", "h100-sxm")
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr == "dse eval: missing argument WORKLOAD (see dse eval --help)\n"
     r = dse_subprocess("eval", "--help")
     assert r.returncode == 0 and "Usage: dse eval [OPTIONS]" in r.stdout and r.stderr == ""
-    r = dse_subprocess()  # no command: the help, as before
-    assert r.returncode == 2 and "Usage: dse [OPTIONS] COMMAND" in r.stdout
+    for group in ((), ("plot",)):  # no command: the help, which was asked for
+        r = dse_subprocess(*group)
+        assert r.returncode == 0 and r.stderr == "", r
+        assert f"Usage: dse {' '.join(group)}".rstrip() + " [OPTIONS] COMMAND" in r.stdout
     r = dse_subprocess("--version")
     assert r.returncode == 0 and r.stdout == f"dse {dse.__version__}\n"
 

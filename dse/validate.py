@@ -21,7 +21,13 @@ import numpy as np
 
 from dse.errors import DseError
 from dse.model import evaluate
-from dse.spec.load import library_dir, library_names, load_design, load_workload
+from dse.spec.load import (
+    library_dir,
+    library_names,
+    load_design,
+    load_workload,
+    looks_like_path,
+)
 from dse.spec.workload import is_gemm_name
 from dse.spec.yamlpos import read_bytes
 
@@ -248,12 +254,13 @@ def _run_file(path: Path, records: list[dict], progress: Progress | None = None)
         row = Row(id=r["id"], phase=r["phase"], metric=r["metric"], measured=r["value"],
                   hardware=r["hardware"], workload=r["workload"])
         rows.append(row)
-        if r["hardware"] not in hw_known:
-            row.skipped = f"hardware '{r['hardware']}' is not in the library"
-        elif r["workload"] not in wl_known and not is_gemm_name(r["workload"]):
-            row.skipped = f"workload '{r['workload']}' is not in the library"
+        hw, hw_skip = _reference(r["hardware"], "hardware", hw_known, path.parent)
+        wl, wl_skip = _reference(r["workload"], "workload", wl_known, path.parent)
+        if hw_skip or wl_skip:
+            row.skipped = hw_skip or wl_skip
         else:
-            alone = r["phase"] == "training" or r["batch"] == "max"
+            r.update(hardware=hw, workload=wl)  # as loaded: a path relative to the CSV's
+            alone = r["phase"] == "training" or r["batch"] == "max"  # folder, resolved
             key = (*(r[k] for k in _KEY), r["batch"] if alone else None)
             groups.setdefault(key, []).append(len(rows) - 1)
     loaded: dict[tuple[str, str], object] = {}
@@ -279,6 +286,21 @@ def _run_file(path: Path, records: list[dict], progress: Progress | None = None)
     if first_error is not None:
         raise DseError(f"{path}:{first_error[0]}: {first_error[1]}")
     return rows
+
+
+def _reference(ref: str, kind: str, known: set[str], folder: Path) -> tuple[str, str | None]:
+    """(what to load, why the row is skipped or None) for a hardware or workload cell: a
+    shipped name, a `gemm:MxNxK` workload, or the path of a spec file (`./my-chip.yaml`, as
+    everywhere a name is taken), relative to the CSV's folder as `base:` is to its file."""
+    if ref in known or (kind == "workload" and is_gemm_name(ref)):
+        return ref, None
+    if looks_like_path(ref):
+        file = Path(ref).expanduser()
+        file = file if file.is_absolute() else folder / file
+        if file.is_file():
+            return str(file), None
+        return ref, f"{kind} file '{ref}' not found (a path is relative to the CSV's folder)"
+    return ref, f"{kind} '{ref}' is not in the library"
 
 
 def _in_columns(message: str) -> str:

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from dse import validate
 from dse.cli import app
+from dse.errors import DseError
 
 runner = CliRunner()
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "validation"
@@ -157,6 +158,29 @@ def test_unknown_hardware_row_is_skipped_not_fatal(tmp_path):
     rows = validate.run(path)
     assert rows[0].skipped and "tpu-v9" in rows[0].skipped
     assert rows[1].rel_error is not None
+
+
+def test_rows_may_name_spec_files_relative_to_the_csv(tmp_path):
+    """A hardware or workload cell may be a path, as everywhere a name is taken; a relative
+    one is found beside the CSV (as base: is beside its file), not in the working folder."""
+    (tmp_path / "chips").mkdir()
+    (tmp_path / "chips" / "mine.yaml").write_text(
+        "base: h100-sxm\nsource: a derived chip\ncompute:\n  units: 100\n")
+    head = "id,hardware,chips,tp,pp,workload,phase,precision,batch,seq_in,seq_out,metric,value\n"
+    row = "{},{},1,1,1,llama2-7b,decode,bf16,1,5,200,decode_tokens_per_s,100\n"
+    path = tmp_path / "m.csv"
+    path.write_text(head + row.format("A", "chips/mine.yaml") + row.format("B", "h100-sxm")
+                    + row.format("C", "./nowhere.yaml"))
+    mine, stock, missing = validate.run(path)
+    assert mine.hardware == "chips/mine.yaml" and mine.skipped is None
+    assert 0 < mine.predicted <= stock.predicted  # fewer SMs: no faster
+    assert missing.skipped == ("hardware file './nowhere.yaml' not found (a path is relative "
+                               "to the CSV's folder)")
+    (tmp_path / "bad.yaml").write_text("base: h100-sxm\nsource: x\ncompute:\n  units: -3\n")
+    path.write_text(head + row.format("A", "h100-sxm") + row.format("B", "bad.yaml"))
+    with pytest.raises(DseError) as e:
+        validate.run(path)
+    assert str(e.value).startswith(f"{path}:3: {tmp_path / 'bad.yaml'}:4:10: compute.units: ")
 
 
 def test_no_measured_case_is_throttled_far_below_its_rated_clock():

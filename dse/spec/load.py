@@ -52,7 +52,8 @@ def library_names(kind: str) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
-def _looks_like_path(ref: str) -> bool:
+def looks_like_path(ref: str) -> bool:
+    """Whether a reference names a file (a path, or a .yaml name) rather than a library name."""
     return "/" in ref or "\\" in ref or ref.endswith((".yaml", ".yml"))
 
 
@@ -77,7 +78,7 @@ def _shown(ref: str, most: int = 60) -> str:
 def resolve(ref: str | Path, kind: str, near: Path | None = None) -> Path:
     """The file a name or path refers to. Raises DseError-style SpecError if none."""
     ref_s = str(ref)
-    if isinstance(ref, Path) or _looks_like_path(ref_s):
+    if isinstance(ref, Path) or looks_like_path(ref_s):
         path = Path(ref_s).expanduser()
         if near is not None and not path.is_absolute():
             path = near / path

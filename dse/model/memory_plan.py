@@ -13,8 +13,8 @@ Suggestions (`suggest`):
              heads and is at most TP_MAX and the chip's chips_per_node (tensor parallelism's
              per-layer all-reduces stay inside one scale-up node), pp divides the layers (and
              the layers divide into pp x virtual_stages chunks with the interleaved
-             schedule), and dp divides the global batch; with each micro-batch of
-             MICRO_BATCHES dividing a replica's sequences, ZeRO 0-3 (0 alone without data
+             schedule), and dp divides the global batch; with each micro-batch that
+             divides a replica's sequences (training.micro_batches), ZeRO 0-3 (0 alone without data
              parallelism), recomputation none / selective / full, sequence parallelism on and
              off (with tp > 1), and the optimizer state kept on the chip or offloaded to each
              slower level (`tiers`);
@@ -45,7 +45,7 @@ from dse.errors import DseError
 from dse.model.batch import DesignBatch
 from dse.model.evaluate import Evaluation, evaluate
 from dse.model.execution import Execution
-from dse.model.training import MICRO_BATCHES, RECOMPUTE, ZERO_ORDER, Choice, plan_of
+from dse.model.training import RECOMPUTE, ZERO_ORDER, Choice, micro_batches, plan_of
 from dse.model.training_memory import TrainingMemory, TrainingPlan, plan_training_memory
 from dse.spec.messages import describe
 from dse.spec.workload import Offload, Scenario, Training, WorkloadSpec
@@ -260,7 +260,7 @@ def strategies(wl: WorkloadSpec, sc: Scenario, db: DesignBatch, chips: int) -> l
             if batch % dp:
                 continue
             per = batch // dp
-            mbs = [b for b in MICRO_BATCHES if per % b == 0]
+            mbs = micro_batches(per)
             zeros = list(ZERO_ORDER) if dp > 1 else [0]
             sps = [True, False] if tp > 1 else [False]
             for off in offloads:

@@ -44,6 +44,25 @@ def test_the_fastest_setup_that_fits_is_chosen_per_design() -> None:
     assert t[1] >= t[0]
 
 
+def test_every_divisor_of_a_replicas_batch_is_a_micro_batch_tried() -> None:
+    """48 sequences on 8 chips are 6 per replica: micro-batches 1, 2, 3 and 6 are tried (not
+    only powers of two), and none that fits, given explicitly, is faster than the choice."""
+    from dse.model.training import MAX_MICRO_BATCH, micro_batches
+
+    assert micro_batches(6) == [1, 2, 3, 6]
+    assert micro_batches(192)[-3:] == [64, 96, 192] and micro_batches(7) == [1, 7]
+    assert max(micro_batches(2 * 3 * 5 * 7 * 11)) <= MAX_MICRO_BATCH
+    wl = dse.load_workload("mpt-7b")
+    chosen = _eval(wl=wl, scenario="foundry-training", chips=8)
+    for mb in (1, 2, 3, 6):
+        for zero in (1, 2, 3):
+            sc = wl.scenarios["foundry-training"].model_copy(update={
+                "training": Training(micro_batch=mb, zero=zero)})
+            given = _eval(wl=wl.model_copy(update={"scenarios": {"s": sc}}), chips=8)
+            if given.feasible[0]:
+                assert chosen.metrics["step_time_s"][0] <= given.metrics["step_time_s"][0]
+
+
 @pytest.mark.parametrize("path,values", [
     ("memory.HBM3.bandwidth", ["2 TB/s", "3.35 TB/s", "5 TB/s"]),
     ("compute.matrix.peak.bf16", ["500 TFLOPS", "989 TFLOPS", "1500 TFLOPS"]),

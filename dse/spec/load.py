@@ -155,6 +155,14 @@ def _replaced(base: LDict, over: LDict) -> set[str]:
     return gone
 
 
+def _reordered(d: LDict, keys: list[str]) -> LDict:
+    """`d` with its entries (and their positions) in the order of `keys`."""
+    out = LDict(d.pos)
+    for key in keys:
+        out.copy_entry(d, key)
+    return out
+
+
 def _merge(base: Any, over: Any, issues: list[Issue], path: str = "") -> Any:
     """Deep merge of `over` onto `base`: mappings merge key by key (a key's alternative,
     `_ALTERNATIVES`, replaces it), lists of named mappings merge by name, anything else is
@@ -162,13 +170,18 @@ def _merge(base: Any, over: Any, issues: list[Issue], path: str = "") -> Any:
     if isinstance(base, LDict) and isinstance(over, LDict):
         out = LDict(over.pos)
         gone = _replaced(base, over)
+        # A derived workload's own scenarios come first, so its first one is the default, as
+        # in any workload file; elsewhere inherited keys keep their place.
+        own_first = path == "scenarios"
         for key in base:
-            if key not in gone:
+            if key not in gone and not (own_first and key in over):
                 out.copy_entry(base, key)
         for key in over:
             sub = f"{path}.{key}" if path else key
             value = _merge(base[key], over[key], issues, sub) if key in base else over[key]
             out.copy_entry(over, key, value)
+        if own_first:
+            out = _reordered(out, [*over, *(k for k in out if k not in over)])
         return out
     if _named(base) and _named(over):
         return _merge_named(base, over, issues, path)

@@ -103,3 +103,19 @@ def test_every_shipped_chip_that_checks_evaluates(name):
     res = dse.evaluate(spec, dse.load_workload("gemm:4096x4096x4096"), tech=tech)
     assert res.feasible[0], res.reason[0]
     assert np.isfinite(res.metrics["achieved_flop_per_s"][0])
+
+
+def test_a_derived_workloads_own_scenario_is_its_default(tmp_path):
+    """A workload derived with base: lists its own scenarios first, so the first one it
+    writes is the default (as in any workload file); a scenario it overrides moves with
+    them, and the inherited ones follow in their order."""
+    base = list(dse.load_workload("mpt-7b").scenarios)
+    path = _write(tmp_path, "mine.yaml",
+                  "base: mpt-7b\nsource: my scenarios\nscenarios:\n"
+                  "  long: {phase: prefill, batch: 1, seq_in: 4096, precision: bf16}\n"
+                  f"  {base[1]}: {{phase: decode, batch: 4, seq_in: 128, seq_out: 64}}\n")
+    wl = dse.load_workload(str(path))
+    assert list(wl.scenarios) == ["long", base[1], *(s for s in base if s != base[1])]
+    assert wl.scenarios[base[1]].batch == 4
+    ev = dse.evaluate(load_hardware("h100-sxm"), wl)
+    assert ev.scenario_name == "long" and ev.scenario.seq_in == 4096

@@ -212,7 +212,8 @@ def run(paths: Path | Sequence[Path] | None = None,
         progress: Progress | None = None) -> list[Row]:
     """Predict every row of the measurement files (the shipped ones by default), in order;
     an id given twice across them is an error (found before any row is modelled). Rows that
-    differ only in their batch run as one vectorized evaluation (`_Groups`)."""
+    differ only in their batch run as one vectorized evaluation (`_run_file`); each spec is
+    read once."""
     if paths is None:
         paths = default_measurements()
     elif isinstance(paths, Path | str):
@@ -227,10 +228,11 @@ def run(paths: Path | Sequence[Path] | None = None,
             seen[r["id"]] = f"{path}:{r['line']}"
     total = sum(len(records) for _, records in files)
     out: list[Row] = []
+    loaded: dict = {}
     for path, records in files:
         done = len(out)
         out.extend(_run_file(path, records, progress and (
-            lambda n, _t, done=done: progress(done + n, total))))
+            lambda n, _t, done=done: progress(done + n, total)), loaded))
     return out
 
 
@@ -240,12 +242,14 @@ def run(paths: Path | Sequence[Path] | None = None,
 _KEY = ("hardware", "workload", "phase", "precision", "seq_in", "seq_out", "chips", "tp", "pp")
 
 
-def _run_file(path: Path, records: list[dict], progress: Progress | None = None) -> list[Row]:
+def _run_file(path: Path, records: list[dict], progress: Progress | None = None,
+              loaded: dict | None = None) -> list[Row]:
     """Predict every row of one measurement file (its records, as read_measurements gives
     them): rows grouped by everything but their batch, each group one `evaluate` call over
     its distinct batches, so N rows cost about as many evaluations as distinct scenarios. A
     row whose evaluation raises is found by evaluating its group's rows one at a time; the
-    error of the first such row in the file is raised, naming its line."""
+    error of the first such row in the file is raised, naming its line. `loaded`: the specs
+    read so far (by name or resolved path), shared by the files of one run."""
     hw_known = set(library_names("hardware"))
     wl_known = set(library_names("workload"))
     rows: list[Row] = []
@@ -263,7 +267,7 @@ def _run_file(path: Path, records: list[dict], progress: Progress | None = None)
             alone = r["phase"] == "training" or r["batch"] == "max"  # folder, resolved
             key = (*(r[k] for k in _KEY), r["batch"] if alone else None)
             groups.setdefault(key, []).append(len(rows) - 1)
-    loaded: dict[tuple[str, str], object] = {}
+    loaded = {} if loaded is None else loaded
     first_error: tuple[int, str] | None = None
     done = len(records) - sum(len(m) for m in groups.values())  # the skipped ones
     for members in groups.values():  # in the order of their first rows

@@ -218,7 +218,11 @@ def run(paths: Path | Sequence[Path] | None = None,
         paths = default_measurements()
     elif isinstance(paths, Path | str):
         paths = (Path(paths),)
-    files = [(Path(path), read_measurements(Path(path))) for path in paths]
+    given = [Path(path) for path in paths]
+    for i, path in enumerate(given):
+        if any(path.resolve() == other.resolve() for other in given[:i]):
+            raise DseError(f"--measurements: {path} is given twice; give each file once")
+    files = [(path, read_measurements(path)) for path in given]
     seen: dict[str, str] = {}
     for path, records in files:
         for r in records:

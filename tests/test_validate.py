@@ -145,6 +145,10 @@ def test_ids_are_unique_across_the_files_validated_together(tmp_path):
     result = runner.invoke(app, ["validate", "--measurements", str(path), "--measurements",
                                  str(validate.default_measurements()[0])])
     assert result.exit_code == 2 and "M001 is also at" in result.output, result.output
+    twice = runner.invoke(app, ["validate", "--measurements", str(path), "--measurements",
+                                str(tmp_path / "." / "m.csv")])
+    assert twice.exit_code == 2 and twice.stderr == (
+        f"--measurements: {tmp_path / 'm.csv'} is given twice; give each file once\n")
     one = runner.invoke(app, ["validate", "--measurements", str(path), "-f", "json"])
     assert one.exit_code == 0 and json.loads(one.stdout)["summary"]["overall"]["n"] == 1
 

@@ -77,6 +77,8 @@ def micro_batches(per_replica: int) -> list[int]:
     it up to MAX_MICRO_BATCH (1 at least), smallest first."""
     return [b for b in range(1, min(per_replica, MAX_MICRO_BATCH) + 1)
             if per_replica % b == 0] or [1]
+
+
 RECOMPUTE = ("none", "selective", "full")  # cheapest first
 ZERO_ORDER = (1, 2, 0, 3)  # ZeRO 1 and 2 cost no more bytes than 0 and update 1/dp of it
 TRAINING_METRICS = ("step_time_s", "tokens_per_s", "model_flop_per_s_per_chip",

@@ -174,7 +174,7 @@ def _merge(base: Any, over: Any, issues: list[Issue], path: str = "") -> Any:
         # in any workload file; elsewhere inherited keys keep their place.
         own_first = path == "scenarios"
         for key in base:
-            if key not in gone and not (own_first and key in over):
+            if key not in gone:
                 out.copy_entry(base, key)
         for key in over:
             sub = f"{path}.{key}" if path else key

@@ -63,7 +63,8 @@ from dse.model.training_memory import TrainingMemory, TrainingPlan, plan_trainin
 from dse.spec.workload import Scenario, Training, TransformerSpec, parameter_counts
 from dse.workloads import lower
 from dse.workloads.training import TRAINING_PRECISIONS, state_bytes
-from dse.workloads.transformer import DTYPE_BYTES, PRECISIONS
+from dse.workloads.optable import MATRIX_KINDS, OpTable
+from dse.workloads.transformer import DTYPE_BYTES, PRECISIONS, attention_pairs
 
 # Micro-batch sizes tried when the scenario gives none: every divisor of a replica's share
 # of the global batch up to this many sequences (frameworks take any divisor: llm-foundry
@@ -107,6 +108,25 @@ class TrainingRun:
     metrics: dict[str, np.ndarray]
     setup: dict[str, np.ndarray]
     memory: dict[str, np.ndarray]
+
+
+def model_flops(table: OpTable, wl: TransformerSpec, seq: float) -> float:
+    """FLOPs of one training step as published MFU figures count them (the numerator of
+    MFU): three times (forward, input gradients, weight gradients) the forward pass's matrix
+    multiplies, with attention over every (query, key) pair of each sequence -- a decoder's
+    causal mask is not subtracted -- and nothing for recomputation or elementwise work.
+    This is Megatron-LM's count (Narayanan et al., SC21, Sec. 5.1: 96 B s l h^2 (1 + s/6h +
+    V/16lh) with recomputation, whose s/6h term is the whole s x s score matrix; model FLOPs
+    drop the recomputed forward, 72 B s l h^2 (1 + s/6h + V/12lh), Korthikanti et al. 2022,
+    App. A) and llm-foundry's (scripts/train/benchmarking/README.md: attn_flops_per_seq =
+    n_layers * 2 * 2 * d_model * seq_len^2). What the chips execute (a fused causal kernel
+    skips the masked half) is `hardware_flop_per_s_per_chip`."""
+    matrix = (table.stage == "forward") & np.isin(table.kind, MATRIX_KINDS)
+    attention = np.isin(table.kind, ("attention_score", "attention_value"))
+    causal = wl.architecture == "decoder"
+    full = seq * seq / attention_pairs(seq, seq, causal)
+    flops = table.flops * table.count * np.where(attention, full, 1.0)
+    return 3.0 * float(np.sum(flops * matrix))
 
 
 def choices(t: Training, ex: Execution, global_batch: int) -> list[Choice]:
@@ -241,7 +261,7 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
     st = _overlapped(st, m)
     st = _with_extra(st, db, ex, t, mem, ops, m)
 
-    fwd = float(np.sum(table.flops * table.count * (table.stage == "forward")))
+    counted = model_flops(table, wl, float(sc.seq_in))
     done = float(np.sum(table.flops * table.count * (table.stage != "optimizer")))
     total = st.total
     chips = ex.chips
@@ -250,7 +270,7 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
         "samples_per_s": sc.batch / total,
         "tokens_per_s": sc.batch * sc.seq_in / total,
         "tokens_per_s_per_chip": sc.batch * sc.seq_in / total / chips,
-        "model_flop_per_s_per_chip": 3.0 * fwd * ex.dp / total / chips,
+        "model_flop_per_s_per_chip": counted * ex.dp / total / chips,
         "hardware_flop_per_s_per_chip": done * ex.dp / total / chips,
         "latency_s": total,
         "achieved_flop_per_s": done * ex.dp / total,

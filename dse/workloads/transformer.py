@@ -234,7 +234,7 @@ def _classes(*pairs: tuple[str, float]) -> dict[str, float]:
     return out
 
 
-def _pairs(q_len: float, kv_len: float, causal: bool) -> float:
+def attention_pairs(q_len: float, kv_len: float, causal: bool) -> float:
     """(query, key) pairs per head of one sequence whose queries are the last q_len of
     kv_len positions: all of them, or only keys at or before each query when causal."""
     if not causal:
@@ -256,7 +256,7 @@ def _forward(b: _Builder, stage: str, batch: float, seq: float,
     causal = m.architecture == "decoder"
     tokens = batch * seq / cp
     head_rows = tokens if stage == "forward" else batch  # training needs every logit
-    pairs = _pairs(seq, seq, causal) if square is None else \
+    pairs = attention_pairs(seq, seq, causal) if square is None else \
         ((square + seq) / 2.0 if causal else square)
     b.edges(stage, 1, tokens, head_rows)
     b.layer(stage, m.layers, tokens, batch, seq / cp, seq, pairs / cp, seq)
@@ -277,7 +277,8 @@ def _serve(b: _Builder, it: Iteration) -> None:
     of the decode tokens (over the average context); the LM head runs on the rows that give
     an output token (the decode tokens and the last token of each finished prompt)."""
     s_in = it.seq_in
-    groups = [Attention("prefill", it.new_sequences, 1.0, s_in, s_in, _pairs(s_in, s_in, True))]
+    groups = [Attention("prefill", it.new_sequences, 1.0, s_in, s_in,
+                        attention_pairs(s_in, s_in, True))]
     if it.seq_out > 1:
         ctx = it.decode_context
         groups.append(Attention("decode", 1.0, it.decode_tokens, 1.0, ctx, ctx))

@@ -225,3 +225,28 @@ def test_expert_parallelism_splits_the_experts_and_routes_tokens() -> None:
     # 4,096 x 2 rows (every token's top-2 over the 8 ranks' 8 experts)
     assert t.count[up] / (32 * m) == pytest.approx(1.0)
     assert t.shape[up, 0] == pytest.approx(4096 * 2)
+
+
+def test_mfu_counts_model_flops_as_megatron_and_llm_foundry_do() -> None:
+    """MFU's numerator is Megatron-LM's model FLOPs, 72 B s l h^2 (1 + s/6h + V/12lh) per
+    step (Korthikanti et al. 2022, App. A): the whole s x s attention (a decoder's causal mask
+    is not subtracted), no recomputation, no elementwise work. Hand value for GPT-3 175B at
+    16 x 2,048 tokens, whatever setup runs: full recomputation changes the hardware FLOPs,
+    not the model FLOPs."""
+    b, s, layers, h, v = 16, 2048, 96, 12288, 50257
+    megatron = 72 * b * s * layers * h**2 * (1 + s / (6 * h) + v / (12 * layers * h))
+    wl = dse.load_workload("gpt3-175b")
+    for recompute in ("none", "full"):
+        sc = Scenario(phase="training", batch=b, seq_in=s, precision="bf16",
+                      training=Training(recompute=recompute, micro_batch=1))
+        w = wl.model_copy(update={"scenarios": {"train": sc}})
+        ev = dse.evaluate(dse.load_hardware("h100-sxm"), w, chips=64, tp=8, pp=8)
+        step = float(ev.metrics["step_time_s"][0])
+        model = float(ev.metrics["model_flop_per_s_per_chip"][0]) * step * 64
+        # GPT-3's biases add 2 FLOPs per weight column per token: 1e-4 of the total
+        assert model == pytest.approx(megatron, rel=2e-4), recompute
+        peak = 132 * 4096 * 1.83e9  # H100 SXM dense bf16: SMs x FLOP/cycle x clock
+        assert float(ev.metrics["mfu"][0]) == pytest.approx(model / step / 64 / peak)
+    # full recomputation executes a second forward: more hardware than model FLOPs
+    hw_rate = float(ev.metrics["hardware_flop_per_s_per_chip"][0])
+    assert hw_rate > 1.3 * float(ev.metrics["model_flop_per_s_per_chip"][0])

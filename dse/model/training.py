@@ -62,8 +62,8 @@ from dse.model.stages import (
 from dse.model.training_memory import TrainingMemory, TrainingPlan, plan_training_memory
 from dse.spec.workload import Scenario, Training, TransformerSpec, parameter_counts
 from dse.workloads import lower
-from dse.workloads.training import TRAINING_PRECISIONS, state_bytes
 from dse.workloads.optable import MATRIX_KINDS, OpTable
+from dse.workloads.training import TRAINING_PRECISIONS, state_bytes
 from dse.workloads.transformer import DTYPE_BYTES, PRECISIONS, attention_pairs
 
 # Micro-batch sizes tried when the scenario gives none: every divisor of a replica's share

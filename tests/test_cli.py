@@ -235,5 +235,5 @@ def test_check_knows_a_length_distribution_file(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(shipped.read_text().replace("features: 10833", "features: 10832"))
     result = runner.invoke(app, ["check", str(bad)])
-    assert result.exit_code == 2 and "counts sum to 10833, but features says 10832" in \
+    assert result.exit_code == 2 and "counts: the counts sum to 10833, but features says 10832" in \
         result.output, result.output

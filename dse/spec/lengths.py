@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from dse.spec.types import Spec
 
@@ -136,21 +136,27 @@ class ShippedFile(Spec):
     counts: list[Annotated[list[int], Field(min_length=2, max_length=2)]] = Field(min_length=1)
     """[length, sequences of that length] pairs."""
 
-    @model_validator(mode="after")
-    def _consistent(self) -> ShippedFile:
-        total = sum(c for _, c in self.counts)
-        if total != self.features:
-            raise ValueError(f"counts sum to {total}, but features says {self.features}")
-        bad = [(n, c) for n, c in self.counts if not 0 < n <= self.max_length or c < 1]
-        if bad:
-            raise ValueError(f"expected [length in 1..{self.max_length}, count >= 1] pairs, "
-                             f"found {list(bad[0])}")
+    @field_validator("counts")
+    @classmethod
+    def _consistent(cls, counts: list[list[int]], info: ValidationInfo) -> list[list[int]]:
+        """Checked at `counts` (its line in the file): after max_length and features, which
+        are read first (a bad one is reported at its own key, and skips what needs it)."""
+        top = info.data.get("max_length")
+        if top is not None:
+            for i, (n, c) in enumerate(counts):
+                if not 0 < n <= top or c < 1:
+                    raise ValueError(f"expected [length in 1..{top}, count >= 1] pairs, "
+                                     f"found {[n, c]} (pair {i + 1})")
         seen: set[int] = set()
-        for n, _ in self.counts:  # the histogram (from_file) takes each length once
+        for n, _ in counts:  # the histogram (from_file) takes each length once
             if n in seen:
-                raise ValueError(f"length {n} appears twice in counts")
+                raise ValueError(f"length {n} appears twice")
             seen.add(n)
-        return self
+        total = sum(c for _, c in counts)
+        features = info.data.get("features")
+        if features is not None and total != features:
+            raise ValueError(f"the counts sum to {total}, but features says {features}")
+        return counts
 
 
 # The shipped distributions by name. The spec loader (dse.spec.load, the only YAML reader)

@@ -61,7 +61,7 @@ def test_lengths_file_with_a_length_twice_is_a_one_line_error(tmp_path):
     ran = dse("check", path)
     assert_promise(ran)
     assert ran.code == 2
-    assert ran.stderr.startswith(f"{path}:") and "length 41 appears twice in counts" in ran.stderr
+    assert ran.stderr.startswith(f"{path}:") and "counts: length 41 appears twice" in ran.stderr
 
 
 # --- an error that did not say where ------------------------------------------------------

@@ -126,17 +126,18 @@ def test_describe():
         "mean 4, second moment 20"
 
 
-def test_a_broken_shipped_file_is_reported_at_its_line(tmp_path):
+def test_a_broken_shipped_file_is_reported_at_its_counts_line(tmp_path):
     from dse.spec.lengths import ShippedFile
     from dse.spec.load import read_yaml, validate
 
     path = tmp_path / "bad.yaml"
     path.write_text("name: bad\nsource: test\nmax_length: 8\nfeatures: 3\n"
                     "counts: [[2, 1], [6, 1]]\n")
-    with pytest.raises(SpecError, match=r"bad.yaml:1:1: counts sum to 2, but features says 3"):
+    with pytest.raises(SpecError,
+                       match=r"bad.yaml:5:9: counts: the counts sum to 2, but features says 3"):
         validate(ShippedFile, read_yaml(path))
     path.write_text("name: bad\nsource: test\nmax_length: 8\nfeatures: 2\n"
                     "counts: [[2, 1], [9, 1]]\n")
-    with pytest.raises(SpecError, match=r"expected \[length in 1..8, count >= 1\] pairs, "
-                                        r"found \[9, 1\]"):
+    with pytest.raises(SpecError, match=r"bad.yaml:5:9: counts: expected \[length in 1..8, "
+                                        r"count >= 1\] pairs, found \[9, 1\] \(pair 2\)"):
         validate(ShippedFile, read_yaml(path))

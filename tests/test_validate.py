@@ -37,21 +37,36 @@ def modelled(rows):
 
 
 def test_accuracy_band_on_modelled_phases(rows):
-    """Issue 11, on both shipped files (31 modelled rows with DLRM and training): overall median
-    |error| <= 10%; p90 <= 25% over issue 11's phases (training's band is issue 14's, below:
-    with MFU counted as the published figures count it, its rows alone put the p90 of all 31
-    at ~30%); gemm, decode, serve and inference medians <= 15%. Prefill (time to first token
-    at short prompts) is not within issue 11's band yet (15%): it keeps a 50% bound on every
-    row until a mechanism closes it."""
+    """Issue 11, on both shipped files (31 modelled rows with DLRM and training): overall
+    median |error| <= 10% and p90 <= 25%; gemm, decode, serve, inference and prefill medians
+    <= 15% (prefill since a model's layer GEMMs run at the library's typical rate,
+    kernel.TYPICAL: 14.8%). Prefill's H100 fp8 row stays at -46% (2023 fp8 kernels), so
+    prefill keeps a 50% bound on every row; training's band is issue 14's (below)."""
     rows_ = modelled(rows)
     s = validate.summary(rows_)
     assert s["overall"]["n"] == 31
     assert s["overall"]["median"] <= 0.10, s["overall"]
-    inference = validate.summary([r for r in rows_ if r.phase != "training"])["overall"]
-    assert inference["n"] == 27 and inference["p90"] <= 0.25, inference
-    for phase in ("gemm", "decode", "serve", "inference"):
+    assert s["overall"]["p90"] <= 0.25, s["overall"]
+    for phase in ("gemm", "decode", "serve", "inference", "prefill"):
         assert s[phase]["median"] <= 0.15, (phase, s[phase])
     assert s["prefill"]["max"] <= 0.50, s["prefill"]
+
+
+def test_typical_layer_rate_moves_compute_bound_rows_toward_their_measurements(rows):
+    """Without kernel.TYPICAL every compute-bound whole-model row was predicted faster than
+    measured; with it, none of those rows is further from its measurement than 2.7 points
+    more (M074, -4.8% -> -7.5%), and the GEMM rows, which measure the best shape, stay."""
+    by_id = {r.id: r.rel_error for r in rows}
+    before = {"M053": -0.179, "M054": -0.179, "M057": -0.206, "M076": 0.168, "M083": 0.249,
+              "M096": 0.059, "M102": 0.343, "M104": 0.432, "M109": 0.295, "M124": 0.216,
+              "M127": 0.058, "M087": 0.022, "M074": -0.048}
+    for id_, old in before.items():
+        assert abs(by_id[id_]) <= abs(old) + 0.03, (id_, old, by_id[id_])
+    moved = [i for i, old in before.items() if abs(by_id[i]) < abs(old) - 0.03]
+    assert len(moved) >= 9, moved  # every row but M074, M087, M127 and the HBM-bound M051
+    for r in rows:
+        if r.phase == "gemm":
+            assert abs(r.rel_error) < 0.05, (r.id, r.rel_error)
 
 
 def test_gemm_rows_reproduce_the_achievable_fractions(rows):
@@ -75,13 +90,13 @@ def test_every_shipped_row_is_modelled(rows):
 def test_transformer_training_rows(rows):
     """Issue 14's band is 15% per row and is not met yet: Megatron GPT-3 175B on 1,024
     A100s (hardware FLOP/s), MPT-7B MFU on 8 H100s and on 8 A100s. All three are
-    predicted faster than measured (+30% to +43%, MFU counted as the sources count it), as
-    are the compute-bound prefill rows (-18% to -21% time to first token): whole models run
-    below the isolated best-shape GEMM rate the chips are calibrated to (README, "Training
-    results and accuracy"). Held to 45% and to that sign until a mechanism closes the gap."""
+    predicted faster than measured (+18% to +36%, MFU counted as the sources count it, layer
+    GEMMs at the library's typical rate): the rest lies in the measured runs' software
+    stacks (README, "Training results and accuracy"). Held to 40% and to that sign until a
+    mechanism closes the gap."""
     for id_ in ("M102", "M104", "M109"):
         r = next(x for x in rows if x.id == id_)
-        assert r.rel_error is not None and 0 < r.rel_error <= 0.45, (id_, r.rel_error)
+        assert r.rel_error is not None and 0 < r.rel_error <= 0.40, (id_, r.rel_error)
 
 
 def test_dlrm_rows_within_issue_13s_band(rows):

@@ -41,6 +41,7 @@ class DesignBatch:
     matrix_peak: dict[str, np.ndarray]  # precision -> [N] FLOP/s
     vector_peak: dict[str, np.ndarray]  # precision -> [N] FLOP/s
     matrix_fraction: dict[str, np.ndarray]  # precision -> [N] achievable fraction
+    matrix_typical: np.ndarray  # [N] share of it a model's layer GEMMs reach (NaN: default)
     tile: tuple[int, int, int] | np.ndarray | None  # native tile m, n, k of the matrix
     # engine; [N, 3] where designs differ
     register_file: float | np.ndarray | None  # bytes per unit holding GEMM accumulators;
@@ -263,6 +264,7 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
         own = v.get(f"compute.matrix.achievable.per_precision.{p}",
                     ach.per_precision.get(p) if ach else None)  # type: ignore[call-overload]
         matrix_fraction[p] = np.where(np.isnan(own), base_frac, own)
+    matrix_typical = v.get("compute.matrix.achievable.typical", ach.typical if ach else None)
 
     cap_unit, bw_unit, frac, stacks, channels, gfrac, grain = [], [], [], [], [], [], []
     for lv in spec.memory:
@@ -312,6 +314,7 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
     batch = DesignBatch(
         spec=spec, n=n, units=units_, clock=clock,
         matrix_peak=matrix_peak, vector_peak=vector_peak, matrix_fraction=matrix_fraction,
+        matrix_typical=np.broadcast_to(matrix_typical, (n,)).astype(float),
         tile=_tile(v, c),
         register_file=(v.get("compute.matrix.register_file", c.matrix.register_file)
                        if v.given("compute.matrix.register_file") else c.matrix.register_file),

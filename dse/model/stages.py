@@ -20,6 +20,7 @@ from dse.model.batch import DesignBatch
 from dse.model.distinct import distinct_rows
 from dse.model.execution import Execution
 from dse.model.hitrate import Table, shared_lru_hit_rates, tiered_shares
+from dse.model.kernel import best_shape_rates
 from dse.model.parallel import Collectives, collective_volume, resident_split
 from dse.model.performance import A, ChipOps, G, OpTimes, op_times, take_rows
 from dse.model.placement import WORKSPACE, Footprint, Placement, cached_level
@@ -204,6 +205,8 @@ def timed(db: DesignBatch, ops: ChipOps, acc: Access, facts: Facts) -> OpTimes:
     (random row reads reach less of a DRAM tier's bandwidth than streams do:
     MemoryLevel.gather_fraction): the gather operators are timed as a batch of their own
     against those bandwidths and put back in place."""
+    if facts.phase == "gemm":  # a microbenchmark, not a model's layer (kernel.TYPICAL)
+        db = best_shape_rates(db)
     rows = np.array([name in facts.gathers for name in ops.name.tolist()], dtype=bool)
     if not rows.any() or np.array_equal(db.gather_bandwidth, db.bandwidth):
         return op_times(db, ops, acc.home, acc.act_home)

@@ -82,6 +82,18 @@ class Achievable(Spec):
         return self.per_precision.get(precision, self.fraction)  # type: ignore[call-overload]
 
 
+class MatrixAchievable(Achievable):
+    """The matrix engines' achievable fractions: `fraction` is the best-shape rate (a shape
+    search such as the maximum achievable matmul FLOPS finder), `typical` what a model's
+    layer GEMMs get of it."""
+
+    typical: Fraction | None = None
+    """Share of the best-shape rate that the GEMMs inside a model reach with the library's
+    own kernel choice at their layer shapes (0 < t <= 1); omitted: dse's default
+    (dse.model.kernel.TYPICAL), measured on NVIDIA GPUs. A `gemm:MxNxK` microbenchmark runs
+    at the best-shape rate."""
+
+
 # Smallest access a DRAM interface serves, bytes: one burst of one (pseudo-)channel.
 # HBM2/2E: 64-bit pseudo-channel x BL4 = 32 B (JESD235); HBM3/3E: 32-bit pseudo-channel x BL8
 # = 32 B (JESD238; HBM4 keeps the 32-byte access); DDR4: 64-bit channel x BL8 = 64 B
@@ -214,8 +226,9 @@ class MatrixEngine(Engine):
     """Register file per compute unit, bytes: it holds the GEMM accumulators, so it sets
     the reuse of operands read from the innermost memory level (omitted: the native tile
     sets it)."""
-    achievable: Achievable | None = None
-    """Achieved fraction of `peak` on large GEMMs, measured on the real chip."""
+    achievable: MatrixAchievable | None = None
+    """Achieved fraction of `peak` on large GEMMs, measured on the real chip, and the share
+    of it that layer GEMMs reach (`typical`)."""
     blocks: ThreadBlocks | None = None
     """Thread-block tiles of the chip's GEMM library (wave quantization); omitted: none is
     modelled (a chip that runs a GEMM as one unit, or spreads it evenly)."""

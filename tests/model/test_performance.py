@@ -560,3 +560,76 @@ def test_batch_max_where_some_designs_hold_no_sequence():
     assert "short" in res.reason[0]
     assert res.sequences[0] == 0 and 0 < res.sequences[1] < res.sequences[2]
     assert np.isnan(res.metrics["output_tokens_per_s"][0])
+
+
+# --- Layer GEMMs at the library's typical rate (kernel.TYPICAL) ----------------------------
+
+
+def test_a_models_matrix_operators_run_at_the_typical_share_of_the_best_shape_rate(
+        tmp_path, tiny_decoder):
+    """A model's matrix operators compute at peak x fraction x typical: 0.90 by default (no
+    shipped chip states its own), t with `typical: t` by --set; vector operators do not
+    change. On the toy chip with memory so fast that compute bounds everything, a prefill's
+    GEMM takes 2 m n k / (100 TFLOPS x 0.8 x typical)."""
+    from dse.model.kernel import TYPICAL
+
+    assert TYPICAL == 0.90
+    assert H100.compute.matrix.achievable.typical is None
+    hw = toy_chip(tmp_path, l1_bw="1e9 TB/s", dram_bw="1e9 TB/s")
+    kw = dict(phase="prefill", batch=4, seq_in=256, precision="bf16")
+    ev = dse.evaluate(hw, tiny_decoder, overrides={"compute.matrix.achievable.typical": [
+        1.0, TYPICAL, 0.5]}, **kw)
+    default = records(dse.evaluate(hw, tiny_decoder, **kw))
+    best, typical, half = (records(ev, i) for i in range(3))
+    gemms = [n for n, r in best.items() if r["flops"] > 0 and n in GEMMS]
+    assert gemms
+    for name in gemms:
+        r = best[name]
+        assert r["bound"] == "compute", (name, r)
+        per_op = r["flops"] / r["count"]
+        assert r["time_s"] / r["count"] == pytest.approx(per_op / (PEAK * FRACTION), rel=1e-6)
+        assert typical[name]["time_s"] == pytest.approx(r["time_s"] / TYPICAL, rel=1e-6)
+        assert default[name]["time_s"] == pytest.approx(typical[name]["time_s"], rel=1e-12)
+        assert half[name]["time_s"] == pytest.approx(r["time_s"] * 2, rel=1e-6)
+    vector = [n for n, r in best.items() if n not in GEMMS and r["time_s"] > 0
+              and not n.startswith(("attn_score", "attn_value", "lm_head"))]
+    assert vector
+    for name in vector:
+        assert half[name]["time_s"] == pytest.approx(best[name]["time_s"], rel=1e-12), name
+
+
+def test_a_gemm_microbenchmark_keeps_the_best_shape_rate():
+    """`gemm:MxNxK` is what the maximum-achievable-matmul rows measure: `typical` does not
+    apply to it."""
+    w = gemm(4096, 4096, 4096)
+    ev = dse.evaluate(H100, w, overrides={"compute.matrix.achievable.typical": [1.0, 0.5]})
+    t = ev.metrics["latency_s"]
+    assert t[0] == t[1]
+
+
+def test_typical_in_the_spec_is_read(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("base: h100-sxm\nsource: test\ncompute:\n  matrix:\n    achievable:\n"
+                    "      typical: 0.5\n")
+    mine = dse.load_hardware(path)
+    assert mine.compute.matrix.achievable.typical == 0.5
+    assert mine.compute.matrix.achievable.fraction == H100.compute.matrix.achievable.fraction
+    kw = dict(phase="prefill", batch=8, seq_in=2048, precision="bf16")
+    a = dse.evaluate(mine, dse.load_workload("llama2-7b"), **kw)
+    b = dse.evaluate(H100, dse.load_workload("llama2-7b"),
+                     overrides={"compute.matrix.achievable.typical": 0.5}, **kw)
+    assert float(a.metrics["latency_s"][0]) == pytest.approx(float(b.metrics["latency_s"][0]),
+                                                              rel=1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(phase=st.sampled_from(["decode", "prefill"]), batch=st.integers(1, 16),
+       seq_in=st.integers(16, 4096),
+       typical=st.lists(st.floats(0.05, 1.0), min_size=2, max_size=6))
+def test_a_higher_typical_share_is_never_slower(phase, batch, seq_in, typical):
+    t = np.sort(np.array(typical))
+    kw = dict(phase=phase, batch=batch, seq_in=seq_in, precision="bf16",
+              seq_out=8 if phase == "decode" else None)
+    ev = dse.evaluate(H100, LLAMA7, overrides={"compute.matrix.achievable.typical": t}, **kw)
+    lat = ev.metrics["latency_s"]
+    assert np.all(np.isfinite(lat)) and np.all(np.diff(lat) <= lat[:-1] * 1e-12), (t, lat)

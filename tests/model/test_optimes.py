@@ -16,7 +16,7 @@ from conftest import op_times_calls, without_engine_limits
 
 import dse
 from dse.model.batch import DesignBatch
-from dse.model.kernel import DEQUANT_SLOTS, OVERLAP, executed_precision
+from dse.model.kernel import DEQUANT_SLOTS, OVERLAP, TYPICAL, executed_precision
 from dse.model.performance import (
     KV,
     A,
@@ -42,13 +42,17 @@ def _ref_rate(table: dict[str, np.ndarray], dtype: str, n: int) -> np.ndarray:
 
 def _ref_rates(batch: DesignBatch, dtypes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = batch.n
+    # A model's matrix operators get the typical share of the best-shape rate (the chip's
+    # own, else kernel.TYPICAL); vector work on matrix units gets the best-shape rate.
+    typical = np.where(np.isnan(batch.matrix_typical), TYPICAL, batch.matrix_typical)
     m_cols, v_cols = {}, {}
     for dt in set(dtypes):
         p = executed_precision(batch.matrix_peak, dt)
         vector = _ref_rate(batch.vector_peak, dt, n)
-        matrix = batch.matrix_peak[p] * batch.matrix_fraction[p] if p in batch.matrix_peak \
+        best = batch.matrix_peak[p] * batch.matrix_fraction[p] if p in batch.matrix_peak \
             else vector
-        vector = np.where(np.isnan(vector), matrix, vector)
+        matrix = best * typical if p in batch.matrix_peak else best
+        vector = np.where(np.isnan(vector), best, vector)
         m_cols[dt], v_cols[dt] = matrix, vector
     return (np.stack([m_cols[d] for d in dtypes], axis=1),
             np.stack([v_cols[d] for d in dtypes], axis=1))

@@ -61,7 +61,11 @@ def test_json_keys_and_totals_are_the_sum_of_parts():
         per["total"] + doc["offloaded_bytes"], rel=1e-9)
     st = doc["setup"]
     assert (st["tp"], st["pp"], st["dp"], st["chips"]) == (8, 16, 8, 1024)
-    assert set(st["chosen"]) == {"micro_batch", "zero", "recompute", "sequence_parallel"}
+    assert set(st["chosen"]) == {"micro_batch", "zero", "recompute", "sequence_parallel",
+                                 "schedule"}
+    # 96 layers on 16 stages are 6 per stage: 1F1B or 2, 3 or 6 chunks per rank
+    assert (st["schedule"], st["virtual_stages"]) in (
+        [("1f1b", 1)] + [("interleaved", v) for v in (2, 3, 6)])
     assert doc["scenario"] == {"name": "megatron-training", "phase": "training",
                                "global_batch": 1536, "seq_in": 2048, "precision": "fp16"}
     assert doc["step_time_s"] > 0 and 0 < doc["mfu"] < 1
@@ -69,10 +73,11 @@ def test_json_keys_and_totals_are_the_sum_of_parts():
 
 def test_fixed_setup_is_reported_as_given():
     doc = doc_of(*GPT3, "--micro-batch", "2", "--zero", "0", "--recompute", "full",
-                 "--no-sequence-parallel")
+                 "--no-sequence-parallel", "--schedule", "interleaved", "--virtual-stages", "3")
     st = doc["setup"]
     assert (st["micro_batch"], st["zero"], st["recompute"], st["sequence_parallel"]) == \
         (2, 0, "full", False)
+    assert (st["schedule"], st["virtual_stages"]) == ("interleaved", 3)
     assert st["chosen"] == [] and st["microbatches"] == 1536 / 8 / 2
 
 
@@ -196,7 +201,8 @@ def test_recommender_is_placed_per_level():
     (("--recompute", "some"), "--recompute: expected one of: none, selective, full"),
     (("--chips", "abc"), "--chips: expected a whole number"),
     (("--offload-params",), "--offload-params: give --offload LEVEL"),
-    (("--virtual-stages", "2"), "--virtual-stages: virtual_stages > 1 goes with schedule"),
+    (("--schedule", "1f1b", "--virtual-stages", "2"),
+     "--virtual-stages: virtual_stages > 1 goes with schedule"),
     (("--format", "xml"), "--format: expected table or json"),
     (("--set", "memory.HBM3.capacity=1GiB,2GiB"), "--set memory.HBM3.capacity: dse memory"),
     (("--chips", "64", "--tp", "8", "--pp", "16"), "--chips 64 is not a multiple of tp x pp"),

@@ -189,10 +189,13 @@ def breakdown(ev: Evaluation, db: DesignBatch) -> dict[str, Any]:
                  "microbatches": float(tr["microbatches"][0]), "zero": int(tr["zero"][0]),
                  "recompute": str(tr["recompute"][0]),
                  "sequence_parallel": bool(tr["sequence_parallel"][0]),
-                 "optimizer": t.optimizer, "schedule": t.schedule,
-                 "virtual_stages": t.virtual_stages,
+                 "optimizer": t.optimizer,
+                 "schedule": "interleaved" if tr["virtual_stages"][0] > 1 else "1f1b",
+                 "virtual_stages": int(tr["virtual_stages"][0]),
                  "offload": t.offload.model_dump() if t.offload else None,
-                 "chosen": [f for f in OPEN_FIELDS if getattr(t, f) is None]}
+                 "chosen": [f for f in OPEN_FIELDS if getattr(t, f) is None]
+                 + (["schedule"] if ev.pp > 1 and t.schedule is None
+                    and t.virtual_stages is None else [])}
     metric = {k: _num(ev.metrics[k][0]) if k in ev.metrics else None
               for k in ("step_time_s", "tokens_per_s", "samples_per_s", "mfu",
                         "model_flop_per_s_per_chip")}
@@ -254,7 +257,7 @@ def strategies(wl: WorkloadSpec, sc: Scenario, db: DesignBatch, chips: int) -> l
         if tp > tp_max or wl.heads % tp:
             continue
         for pp in _divisors(chips // tp):
-            if wl.layers % (pp * t.virtual_stages):
+            if wl.layers % (pp * (t.virtual_stages or 1)):
                 continue
             dp = chips // (tp * pp)
             if batch % dp:
@@ -355,7 +358,7 @@ def _row(s: Strategy, ev: Evaluation, slow: list[int]) -> dict[str, Any]:
     return {"tp": s.tp, "pp": s.pp, "dp": s.dp, "micro_batch": s.micro_batch,
             "microbatches": float(tr["microbatches"][0]), "zero": s.zero,
             "recompute": s.recompute, "sequence_parallel": s.sequence_parallel,
-            "offload": s.offload,
+            "virtual_stages": int(tr["virtual_stages"][0]), "offload": s.offload,
             "memory_per_chip_bytes": on_chip + off, "on_chip_bytes": on_chip,
             "offloaded_bytes": off, "beyond_fast_bytes": beyond,
             "step_time_s": _num(ev.metrics["step_time_s"][0]),

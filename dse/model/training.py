@@ -28,11 +28,11 @@ data-parallel replica; the busiest stage sets the pace):
                ranks and back (two all-to-alls per MoE layer forward, two backward);
     compress   stored activations compressed and decompressed on the vector units.
 
-Setup fields the scenario leaves open (micro-batch, ZeRO stage, recomputation, sequence
-parallelism) are chosen per design: the memory planner (dse.model.training_memory) scores
-every combination at once; for each micro-batch the cheapest combination that fits each
-design (least recomputation, then ZeRO 1, 2, 0, 3, sequence parallelism first) is timed,
-and each design keeps the fastest. No I/O.
+Setup fields the scenario leaves open (micro-batch, pipeline schedule, ZeRO stage,
+recomputation, sequence parallelism) are chosen per design: the memory planner
+(dse.model.training_memory) scores every combination at once; for each micro-batch and
+schedule the cheapest combination that fits each design (least recomputation, then ZeRO 1,
+2, 0, 3, sequence parallelism first) is timed, and each design keeps the fastest. No I/O.
 """
 
 from __future__ import annotations
@@ -94,6 +94,13 @@ class Choice:
     zero: int
     recompute: str
     sequence_parallel: bool
+    virtual_stages: int = 1
+    """Model chunks per pipeline rank: 1 runs 1F1B, more the interleaved schedule."""
+
+    def fields(self) -> dict:
+        """The `training:` fields this setup sets (the schedule follows virtual_stages)."""
+        return {**dataclasses.asdict(self),
+                "schedule": "interleaved" if self.virtual_stages > 1 else "1f1b"}
 
 
 @dataclass(frozen=True)
@@ -129,7 +136,25 @@ def model_flops(table: OpTable, wl: TransformerSpec, seq: float) -> float:
     return 3.0 * float(np.sum(flops * matrix))
 
 
-def choices(t: Training, ex: Execution, global_batch: int) -> list[Choice]:
+def schedules(t: Training, ex: Execution, layers: int, microbatches: int) -> list[int]:
+    """Virtual stages (model chunks per pipeline rank) a setup may run: the scenario's when
+    it gives them (1 for 1F1B); else, with pipeline parallelism, 1F1B and every interleaved
+    split of the longest stage's layers into whole-layer chunks. The planner interleaves
+    only when the micro-batches are a multiple of the pipeline depth, as Megatron-LM's
+    schedule requires (Narayanan et al., SC21, Sec. 2.2.2); interleaving divides the
+    bubble by v and multiplies the stage-to-stage sends by v."""
+    if t.schedule == "1f1b" or ex.pp == 1:
+        return [1]
+    if t.virtual_stages is not None:
+        return [t.virtual_stages]
+    stage = math.ceil(layers / ex.pp)
+    split = [v for v in range(2, stage + 1) if stage % v == 0]
+    if t.schedule == "interleaved":  # asked for: every split (1F1B if a stage is one layer)
+        return split or [1]
+    return [1] + (split if microbatches % ex.pp == 0 else [])
+
+
+def choices(t: Training, ex: Execution, global_batch: int, layers: int) -> list[Choice]:
     """Every setup the scenario allows, cheapest first (see the module docstring)."""
     dp = ex.dp // t.context_parallel  # replicas that split the batch
     per_replica = global_batch // dp
@@ -138,7 +163,9 @@ def choices(t: Training, ex: Execution, global_batch: int) -> list[Choice]:
     recs = [t.recompute] if t.recompute else list(RECOMPUTE)
     sps = [t.sequence_parallel] if t.sequence_parallel is not None else \
         ([True, False] if ex.tp > 1 else [False])
-    return [Choice(b, z, r, sp) for b, r, z, sp in itertools.product(mbs, recs, zeros, sps)]
+    return [Choice(b, z, r, sp, v) for b in mbs
+            for v in schedules(t, ex, layers, max(per_replica // b, 1))
+            for r, z, sp in itertools.product(recs, zeros, sps)]
 
 
 def effective(c: Choice, ex: Execution) -> Choice:
@@ -166,7 +193,9 @@ def plan_of(sc: Scenario, ex: Execution, c: Choice | list[Choice]) -> TrainingPl
         optimizer_state_multiplier=t.optimizer_state, tp=ex.tp, pp=ex.pp,
         dp=ex.dp // t.context_parallel, cp=t.context_parallel, ep=t.expert_parallel,
         sequence_parallel=arr("sequence_parallel"), zero=arr("zero"),
-        recompute=arr("recompute"), schedule=t.schedule, virtual_stages=t.virtual_stages,
+        recompute=arr("recompute"),
+        schedule=np.where(np.asarray(arr("virtual_stages")) > 1, "interleaved", "1f1b"),
+        virtual_stages=arr("virtual_stages"),
         compression=t.compression.factor if t.compression else 1.0,
         offload_optimizer=float(off.optimizer) if off else 0.0,
         offload_params=float(off.parameters) if off else 0.0, dropout=t.dropout)
@@ -200,7 +229,7 @@ def run(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution) -> Tr
     """The training step of every design with its fastest fitting setup."""
     check(wl, sc, ex, db)
     t = sc.training or Training()
-    cands = choices(t, ex, int(sc.batch))
+    cands = choices(t, ex, int(sc.batch), wl.layers)
     mem = plan_training_memory(wl, plan_of(sc, ex, cands))
     need = mem.total + mem.offloaded  # [S]
     # Fitting the fastest tier alone and spilling to slower ones are different trades (a
@@ -212,8 +241,8 @@ def run(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution) -> Tr
     # touches (stored activations, gradients, temporaries), which must stay there
     held = mem.parameters + mem.gradients + mem.activations + mem.temporary
     picked: list[int] = []
-    for b in sorted({c.micro_batch for c in cands}):
-        idx = [i for i, c in enumerate(cands) if c.micro_batch == b]
+    for key in sorted({(c.micro_batch, c.virtual_stages) for c in cands}):
+        idx = [i for i, c in enumerate(cands) if (c.micro_batch, c.virtual_stages) == key]
         for r in range(rooms.shape[1]):
             sub = (need[None, idx] <= rooms[:, r, None]) \
                 & (held[None, idx] <= fast[:, None])  # [N, S_b]
@@ -233,7 +262,7 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
          c: Choice) -> TrainingRun:
     """The step of every design under setup `c`."""
     t = sc.training or Training()
-    chosen = t.model_copy(update=dataclasses.asdict(effective(c, ex)))
+    chosen = t.model_copy(update=effective(c, ex).fields())
     sc_c = sc.model_copy(update={"training": chosen})
     table = lower(wl, sc_c, chips=ex.dp)
     ops, coll = chip_ops(table, ex, stages_in_sequence=False, own=True)
@@ -259,7 +288,7 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
     times = timed(db, ops, acc, table.facts)
     st = step(db, ops, coll, times, collective_times(db, coll))
     st = _overlapped(st, m)
-    st = _with_extra(st, db, ex, t, mem, ops, m)
+    st = _with_extra(st, db, ex, chosen, mem, ops, m)
 
     counted = model_flops(table, wl, float(sc.seq_in))
     done = float(np.sum(table.flops * table.count * (table.stage != "optimizer")))
@@ -289,7 +318,8 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
     setup = {"micro_batch": np.full(n, float(c.micro_batch)),
              "microbatches": np.full(n, m), "zero": np.full(n, float(c.zero)),
              "recompute": np.full(n, c.recompute, dtype=object),
-             "sequence_parallel": np.full(n, c.sequence_parallel)}
+             "sequence_parallel": np.full(n, c.sequence_parallel),
+             "virtual_stages": np.full(n, float(c.virtual_stages))}
     memory = {k: np.full(n, float(getattr(mem, k))) for k in (
         "parameters", "gradients", "optimizer_state", "activations", "temporary", "total",
         "offloaded")}
@@ -314,10 +344,13 @@ def _with_training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scena
     pipeline sends of every micro-batch both ways, and the data-parallel ones."""
     names, kinds, stages = list(coll.name), list(coll.kind), list(coll.stage)
     groups, sizes, counts = list(coll.group), list(coll.nbytes.T), list(coll.count.T)
-    for j, name in enumerate(names):
-        if name == "stage_send":  # activations forward, their gradients back
-            counts[j] = counts[j] * 2.0 * m
     t = sc.training or Training()
+    for j, name in enumerate(names):
+        # activations forward, their gradients back: once per chunk boundary, v per
+        # micro-batch with v chunks per rank (SC21 Sec. 2.2.2: "the amount of
+        # communication also increases by v")
+        if name == "stage_send":
+            counts[j] = counts[j] * 2.0 * m * t.virtual_stages
     prec = TRAINING_PRECISIONS[sc.precision]
     p_b, g_b, _ = state_bytes(prec, t.optimizer, t.optimizer_state)
     pc = parameter_counts(wl)

@@ -77,6 +77,7 @@ def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> d
             "micro_batch": int(t["micro_batch"]), "microbatches": int(t["microbatches"]),
             "zero": int(t["zero"]), "recompute": str(t["recompute"]),
             "sequence_parallel": bool(t["sequence_parallel"]),
+            "virtual_stages": int(t["virtual_stages"]),
             "per_chip_bytes": {k[len("memory_"):-len("_bytes")]: float(v)
                                for k, v in t.items() if k.startswith("memory_")}}
     doc["metrics"]["memory_bytes"] = {lv: float(res.memory_bytes[i, k])
@@ -155,6 +156,8 @@ def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) 
             f"\ntraining setup: micro-batch {t['micro_batch']} x {t['microbatches']} per step "
             f"per replica, ZeRO {t['zero']}, recomputation {t['recompute']}"
             + (", sequence parallel" if t["sequence_parallel"] else "")
+            + (f", interleaved schedule ({t['virtual_stages']} virtual stages)"
+               if t["virtual_stages"] > 1 else "")
             + "; per chip " + ", ".join(f"{k.replace('_', ' ')} "
                                         f"{units.format_quantity(v, units.BYTES)}"
                                         for k, v in t["per_chip_bytes"].items() if v),

@@ -148,7 +148,7 @@ def _setup_table(doc: dict[str, Any]) -> Any:
     t.add_row("optimizer", st["optimizer"])
     sched = st["schedule"] + (f" ({st['virtual_stages']} virtual stages)"
                               if st["virtual_stages"] > 1 else "")
-    t.add_row("pipeline schedule", sched)
+    t.add_row("pipeline schedule", mark("schedule", sched))
     off = st["offload"]
     t.add_row("offload", "-" if off is None else
               f"optimizer state {off['optimizer']:.0%}, parameters {off['parameters']:.0%} "
@@ -200,7 +200,8 @@ def _suggestions(doc: dict[str, Any], top: int) -> list[Any]:
         t.add_column(col, justify="left" if col in ("recompute", "offload") else "right",
                      no_wrap=True)
     for r in shown:
-        t.add_row(str(r["rank"]), str(r["tp"]), str(r["pp"]), str(r["dp"]),
+        pp = str(r["pp"]) + (f" (v{r['virtual_stages']})" if r["virtual_stages"] > 1 else "")
+        t.add_row(str(r["rank"]), str(r["tp"]), pp, str(r["dp"]),
                   f"{r['micro_batch']} x {r['microbatches']:g}", str(r["zero"]),
                   r["recompute"], _sp(r), offload_cell(r),
                   _bytes(r["memory_per_chip_bytes"]), _time(r["step_time_s"]),
@@ -212,7 +213,9 @@ def _suggestions(doc: dict[str, Any], top: int) -> list[Any]:
             f"that fits the fast tier, and each wider set of tiers; at most "
             f"{summ['max_evaluated']}), {summ['feasible']} feasible. tp <= "
             f"{summ['tp_max']} (one node), pp divides the layers, dp the global batch. "
-            "micro-batch: sequences x micro-batches per step; recompute none runs fused "
+            "micro-batch: sequences x micro-batches per step; pp (vN): the interleaved "
+            "schedule with N model chunks per rank, chosen by the step model; recompute none "
+            "runs fused "
             "attention (scores recomputed, as selective).")
     return [t, Text(foot, style="dim"), *_failed(summ)]
 

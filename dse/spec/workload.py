@@ -113,8 +113,10 @@ class Training(Spec):
     """Megatron sequence parallelism (with --tp > 1)."""
     context_parallel: int = Field(default=1, ge=1)
     expert_parallel: int = Field(default=1, ge=1)
-    schedule: Literal["1f1b", "interleaved"] = "1f1b"
-    virtual_stages: int = Field(default=1, ge=1)
+    schedule: Literal["1f1b", "interleaved"] | None = None
+    """Pipeline schedule (with --pp > 1); left out, the planner tries 1F1B and every
+    interleaved split of a stage's layers."""
+    virtual_stages: int | None = Field(default=None, ge=1)
     """Interleaved schedule: model chunks per pipeline rank."""
     dropout: bool = False
     """Whether the model trains with dropout (its masks are stored)."""
@@ -123,7 +125,7 @@ class Training(Spec):
 
     @model_validator(mode="after")
     def _schedule(self) -> Training:
-        if self.virtual_stages > 1 and self.schedule != "interleaved":
+        if (self.virtual_stages or 1) > 1 and self.schedule == "1f1b":
             raise ValueError("virtual_stages > 1 goes with schedule interleaved")
         return self
 

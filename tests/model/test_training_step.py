@@ -94,6 +94,48 @@ def test_pipeline_bubble_by_hand() -> None:
         assert bubble == pytest.approx(3 / (v * m) * compute, rel=1e-9)
 
 
+def test_interleaving_sends_v_times_per_micro_batch() -> None:
+    """With v chunks per rank every micro-batch crosses v of a rank's stage boundaries each
+    way: the stage-to-stage sends run 2 m v times (SC21 Sec. 2.2.2)."""
+    for v in (1, 2, 4):
+        wl = _wl(micro_batch=1, zero=0, recompute="none", sequence_parallel=False,
+                 schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v)
+        ev = _eval(wl=wl, chips=8, tp=1, pp=4)
+        m = ev.training["microbatches"][0]
+        count, _ = _op(ev, "stage_send")
+        assert count == 2 * m * v
+        assert ev.training["virtual_stages"][0] == v
+
+
+def test_the_planner_chooses_the_pipeline_schedule() -> None:
+    """Left open, the schedule is 1F1B or an interleaved split of a stage's whole layers
+    (Llama-2-7B: 32 layers on 4 stages, 8 each: v in 1, 2, 4, 8), the fastest that fits;
+    never interleaved when the micro-batches are not a multiple of the stages; a schedule
+    the scenario names is kept."""
+    from dse.model.execution import Execution
+    from dse.model.training import schedules
+
+    ex = Execution(chips=8, tp=1, pp=4)
+    assert schedules(Training(), ex, 32, 32) == [1, 2, 4, 8]
+    assert schedules(Training(), ex, 32, 6) == [1]  # 6 micro-batches on 4 stages
+    assert schedules(Training(schedule="1f1b"), ex, 32, 32) == [1]
+    assert schedules(Training(schedule="interleaved"), ex, 32, 6) == [2, 4, 8]
+    assert schedules(Training(virtual_stages=4), ex, 32, 32) == [4]
+    assert schedules(Training(), Execution(chips=8, tp=8, pp=1), 32, 32) == [1]
+    open_ = _eval(wl=_wl(micro_batch=1, zero=0, recompute="none", sequence_parallel=False),
+                  chips=8, tp=1, pp=4)
+    times = []
+    for v in (1, 2, 4, 8):
+        fixed = _wl(micro_batch=1, zero=0, recompute="none", sequence_parallel=False,
+                    schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v)
+        ev = _eval(wl=fixed, chips=8, tp=1, pp=4)
+        if ev.feasible[0]:
+            times.append((float(ev.metrics["step_time_s"][0]), v))
+    best_time, best_v = min(times)
+    assert open_.training["virtual_stages"][0] == best_v
+    assert float(open_.metrics["step_time_s"][0]) == pytest.approx(best_time, rel=1e-12)
+
+
 def test_gradient_reduction_shows_only_beyond_the_last_backward() -> None:
     """ZeRO 0 on 8 chips over a slow network: the all-reduce of the 7B gradients (13.5 GB)
     runs under the last micro-batch's backward, and only its excess is in the step."""

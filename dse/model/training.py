@@ -304,7 +304,9 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
         "latency_s": total,
         "achieved_flop_per_s": done * ex.dp / total,
     }
-    peak = db.matrix_peak.get(table.dtype[0], np.full(db.n, np.nan))
+    # MFU against the peak of the linear layers' precision (FP8 training: the FP8 peak)
+    linear = str(table.dtype[np.flatnonzero(table.kind == "gemm")[0]])
+    peak = db.matrix_peak.get(linear, np.full(db.n, np.nan))
     metrics["mfu"] = metrics["model_flop_per_s_per_chip"] / peak
     reasons = np.where(~placed.feasible, fit_text(db, fp, placed.short), "")
     reasons = np.where(st.missing_rate & (reasons == ""),

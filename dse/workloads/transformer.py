@@ -95,6 +95,17 @@ class _Builder:
     def __init__(self, m: TransformerSpec, sc: Scenario, counting: Counting):
         self.m, self.counting = m, counting
         w, a, kv, self.dtype = PRECISIONS[sc.precision]
+        # Work other than the linear layers' GEMMs runs at this type: the same one, except
+        # in FP8 training, where (Transformer Engine's FP8 recipe, as the activation planner
+        # counts it: dse.model.activation_memory) only the linear layers' GEMMs run in FP8,
+        # on FP8 casts of their inputs and weights, while activations between operators,
+        # attention, norms, activation functions and the LM head stay in bf16 (TE docs,
+        # "Using FP8 with Transformer Engine"; DeepSeek-V3, arXiv 2412.19437, Sec. 3.3.1).
+        # The linear layers read their inputs at the bf16 width: the cast of each input to
+        # FP8 is a pass over it that the GEMM would otherwise save.
+        self.other = self.dtype
+        if sc.phase == "training" and sc.precision == "fp8":
+            a, self.other = "bf16", "bf16"
         self.wdt = w
         kv = sc.kv_precision or kv
         eb = counting.element_bytes
@@ -113,7 +124,8 @@ class _Builder:
             read={"weights": k * n * self.wb + (n * self.ab if bias else 0.0),
                   "activations": m * k * self.ab},
             written={"activations": m * n * self.ab}, m=m, n=n, k=k, batch=1, stage=stage,
-            dtype=self.dtype, wdtype=self.wdt, split=split))
+            dtype=self.other if kind == "lm_head" else self.dtype, wdtype=self.wdt,
+            split=split))
 
     def elementwise(self, name: str, kind: str, op: str, count: float, elements: float,
                     stage: str, inputs: int = 1, weights: float = 0.0,
@@ -121,7 +133,7 @@ class _Builder:
         self.rows.append(OpRow(
             name, kind, "other", count, FLOP_PER_ELEMENT[op] * elements,
             read={"activations": inputs * elements * self.ab, "weights": weights * self.wb},
-            written={"activations": elements * self.ab}, stage=stage, dtype=self.dtype,
+            written={"activations": elements * self.ab}, stage=stage, dtype=self.other,
             split=split))
 
     def layer(self, stage: str, count: float, tokens: float, seqs: float, q_len: float,
@@ -170,14 +182,14 @@ class _Builder:
             "attn_score", "attention_score", "attention_act", count, 2 * scores * dh,
             read=_classes(("activations", q_bytes), (kv_class, kv_read)),
             written={"activations": scores * self.ab},
-            m=a.q_len, n=a.kv_len, k=dh, batch=a.seqs * h, stage=a.stage, dtype=self.dtype,
+            m=a.q_len, n=a.kv_len, k=dh, batch=a.seqs * h, stage=a.stage, dtype=self.other,
             split="heads"))
         self.elementwise("softmax", "softmax", "softmax", count, scores, a.stage, split="part")
         self.rows.append(OpRow(
             "attn_value", "attention_value", "attention_act", count, 2 * scores * dh,
             read=_classes(("activations", scores * self.ab), (kv_class, kv_read)),
             written={"activations": q_bytes},
-            m=a.q_len, n=dh, k=a.kv_len, batch=a.seqs * h, stage=a.stage, dtype=self.dtype,
+            m=a.q_len, n=dh, k=a.kv_len, batch=a.seqs * h, stage=a.stage, dtype=self.other,
             split="heads"))
 
     def ffn(self, stage: str, count: float, tokens: float) -> None:
@@ -214,7 +226,7 @@ class _Builder:
         self.rows.append(OpRow(
             "embedding", "embedding", "embedding", count, (tables - 1) * tokens * d,
             read={"weights": tables * tokens * d * self.wb},
-            written={"activations": tokens * d * self.ab}, stage=stage, dtype=self.dtype))
+            written={"activations": tokens * d * self.ab}, stage=stage, dtype=self.other))
         if m.architecture == "encoder":
             self.elementwise("embed_norm", "norm", m.norm, count, tokens * d, stage,
                              weights=2 * d)

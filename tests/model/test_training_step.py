@@ -292,3 +292,35 @@ def test_mfu_counts_model_flops_as_megatron_and_llm_foundry_do() -> None:
     # full recomputation executes a second forward: more hardware than model FLOPs
     hw_rate = float(ev.metrics["hardware_flop_per_s_per_chip"][0])
     assert hw_rate > 1.3 * float(ev.metrics["model_flop_per_s_per_chip"][0])
+
+
+def test_fp8_training_runs_only_the_linear_layers_in_fp8() -> None:
+    """Transformer Engine's FP8 recipe: the linear layers' GEMMs in FP8; attention, norms,
+    activation functions, the LM head and the activations between operators in bf16 (as the
+    activation planner counts them). FP8 inference keeps everything in FP8."""
+    from dse.workloads import lower
+
+    wl = dse.load_workload("llama2-7b")
+    sc = Scenario(phase="training", batch=8, seq_in=2048, precision="fp8",
+                  training=Training(micro_batch=1))
+    t = lower(wl, sc, chips=1)
+    kinds = dict(zip(t.name.tolist(), zip(t.kind.tolist(), t.dtype.tolist(), strict=True),
+                     strict=True))
+    assert kinds["q_proj"] == ("gemm", "fp8") and kinds["down_proj"] == ("gemm", "fp8")
+    for name in ("attn_score", "attn_value", "softmax", "attn_norm", "activation", "lm_head"):
+        assert kinds[name][1] == "bf16", name
+    i = t.name.tolist().index("attn_residual")
+    tokens, d = 2048, wl.d_model
+    assert t.written[i, 1] == tokens * d * 2  # bf16 activations (column 1: activations)
+    inference = lower(wl, Scenario(phase="prefill", batch=1, seq_in=2048, precision="fp8"))
+    assert set(inference.dtype.tolist()) == {"fp8"}
+    # the MFU is against the FP8 peak, and FP8 gains less than the 2x of its peak
+    runs = {}
+    for p in ("bf16", "fp8"):
+        w = wl.model_copy(update={"scenarios": {"t": sc.model_copy(update={"precision": p})}})
+        runs[p] = _eval(wl=w, chips=8)
+    fp8, bf16 = (float(runs[p].metrics["tokens_per_s"][0]) for p in ("fp8", "bf16"))
+    assert 1.0 < fp8 / bf16 < 1.9
+    model = float(runs["fp8"].metrics["model_flop_per_s_per_chip"][0])
+    peak = 132 * 8192 * 1.83e9  # H100 SXM dense fp8
+    assert float(runs["fp8"].metrics["mfu"][0]) == pytest.approx(model / peak)

@@ -268,3 +268,13 @@ def test_fit_per_tier_and_offload_levels():
     assert np.all(fits[:, 1] >= fits[:, 0]) and np.all(fits[:, 2] >= fits[:, 1])
     off = np.array([s.offload or "" for s in cands])
     assert not fits[off == "LPDDR5X", 0].any() and not fits[off == "CXL", :2].any()
+
+
+def test_interleaved_without_virtual_stages_leaves_their_number_chosen():
+    """`--schedule interleaved` alone: the step model picks v among the stage's splits, and
+    the setup says so; with --virtual-stages too, nothing about the schedule is chosen."""
+    open_v = doc_of(*GPT3, "--schedule", "interleaved")["setup"]
+    assert open_v["schedule"] == "interleaved" and open_v["virtual_stages"] in (2, 3, 6)
+    assert "schedule" in open_v["chosen"]
+    fixed = doc_of(*GPT3, "--schedule", "interleaved", "--virtual-stages", "2")["setup"]
+    assert fixed["virtual_stages"] == 2 and "schedule" not in fixed["chosen"]

@@ -45,7 +45,15 @@ from dse.errors import DseError
 from dse.model.batch import DesignBatch
 from dse.model.evaluate import Evaluation, evaluate
 from dse.model.execution import Execution
-from dse.model.training import RECOMPUTE, ZERO_ORDER, Choice, micro_batches, plan_of
+from dse.model.training import (
+    RECOMPUTE,
+    ZERO_ORDER,
+    Choice,
+    micro_batches,
+    plan_of,
+    schedule_chosen,
+    schedule_of,
+)
 from dse.model.training_memory import TrainingMemory, TrainingPlan, plan_training_memory
 from dse.spec.messages import describe
 from dse.spec.workload import Offload, Scenario, Training, WorkloadSpec
@@ -190,12 +198,11 @@ def breakdown(ev: Evaluation, db: DesignBatch) -> dict[str, Any]:
                  "recompute": str(tr["recompute"][0]),
                  "sequence_parallel": bool(tr["sequence_parallel"][0]),
                  "optimizer": t.optimizer,
-                 "schedule": "interleaved" if tr["virtual_stages"][0] > 1 else "1f1b",
+                 "schedule": schedule_of(int(tr["virtual_stages"][0])),
                  "virtual_stages": int(tr["virtual_stages"][0]),
                  "offload": t.offload.model_dump() if t.offload else None,
                  "chosen": [f for f in OPEN_FIELDS if getattr(t, f) is None]
-                 + (["schedule"] if ev.pp > 1 and t.schedule is None
-                    and t.virtual_stages is None else [])}
+                 + (["schedule"] if schedule_chosen(t, ev.pp) else [])}
     metric = {k: _num(ev.metrics[k][0]) if k in ev.metrics else None
               for k in ("step_time_s", "tokens_per_s", "samples_per_s", "mfu",
                         "model_flop_per_s_per_chip")}

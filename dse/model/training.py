@@ -86,6 +86,17 @@ TRAINING_METRICS = ("step_time_s", "tokens_per_s", "model_flop_per_s_per_chip",
                     "hardware_flop_per_s_per_chip", "mfu")
 
 
+def schedule_of(virtual_stages: int) -> str:
+    """The pipeline schedule that runs `virtual_stages` model chunks per rank."""
+    return "interleaved" if virtual_stages > 1 else "1f1b"
+
+
+def schedule_chosen(t: Training, pp: int) -> bool:
+    """Whether the planner picks the number of virtual stages (`schedules`): with pipeline
+    parallelism, unless the scenario names 1F1B or the virtual stages."""
+    return pp > 1 and t.schedule != "1f1b" and t.virtual_stages is None
+
+
 @dataclass(frozen=True)
 class Choice:
     """One training setup: the fields a scenario may leave open."""
@@ -100,7 +111,7 @@ class Choice:
     def fields(self) -> dict:
         """The `training:` fields this setup sets (the schedule follows virtual_stages)."""
         return {**dataclasses.asdict(self),
-                "schedule": "interleaved" if self.virtual_stages > 1 else "1f1b"}
+                "schedule": schedule_of(self.virtual_stages)}
 
 
 @dataclass(frozen=True)
@@ -194,7 +205,7 @@ def plan_of(sc: Scenario, ex: Execution, c: Choice | list[Choice]) -> TrainingPl
         dp=ex.dp // t.context_parallel, cp=t.context_parallel, ep=t.expert_parallel,
         sequence_parallel=arr("sequence_parallel"), zero=arr("zero"),
         recompute=arr("recompute"),
-        schedule=np.where(np.asarray(arr("virtual_stages")) > 1, "interleaved", "1f1b"),
+        schedule=np.vectorize(schedule_of, otypes=[object])(arr("virtual_stages")),
         virtual_stages=arr("virtual_stages"),
         compression=t.compression.factor if t.compression else 1.0,
         offload_optimizer=float(off.optimizer) if off else 0.0,

@@ -1,10 +1,10 @@
 """Model against measured chips: the accuracy band of issue 4, and `dse validate` itself."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_folder import shared
 from typer.testing import CliRunner
 
 from dse import validate
@@ -12,7 +12,6 @@ from dse.cli import app
 from dse.errors import DseError
 
 runner = CliRunner()
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "validation"
 
 
 @pytest.fixture(scope="module")
@@ -21,12 +20,11 @@ def rows():
 
 
 def test_shipped_copies_match_shared_measurements():
-    if not SHARED.is_dir():
-        pytest.skip("shared/validation is not beside this checkout")
+    folder = shared("validation")
     shipped = validate.default_measurements()
     assert [p.name for p in shipped] == ["measurements.csv", "gemm-calibration.csv"]
     for path in shipped:
-        assert path.read_bytes() == (SHARED / path.name).read_bytes(), path.name
+        assert path.read_bytes() == (folder / path.name).read_bytes(), path.name
 
 
 def modelled(rows):

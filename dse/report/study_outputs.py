@@ -116,7 +116,7 @@ def facts(study: Study, t: outputs.Tables, run_line: str, extra: list[str]) -> F
     params = []
     for p in study.params:
         lo, hi = (p.low, p.high) if p.choices is None else (min(p.choices), max(p.choices))
-        params.append((p.column, p.path, float(lo), float(hi)))
+        params.append((p.column, p.path, float(lo), float(hi), p.log))
     return Facts(name=study.spec.name, description=study.spec.description or "",
                  run_line=run_line, base=study.hardware.name, params=params, objectives=cols,
                  units_of=outputs.objective_units(study), directions=study.directions,

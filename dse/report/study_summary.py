@@ -58,7 +58,7 @@ class Facts:
     description: str
     run_line: str
     base: str  # the base chip's name
-    params: list[tuple[str, str, float, float]]  # (column, path, low end, high end)
+    params: list[tuple[str, str, float, float, bool]]  # (column, path, low, high, log range)
     objectives: list[str]  # objective columns
     units_of: dict[str, str]  # objective column -> unit
     directions: list[str]
@@ -114,7 +114,7 @@ def _power(row: pd.Series) -> float:
 
 def _design(facts: Facts, row: pd.Series) -> str:
     """'compute.units 144, memory.L2.capacity 16.8 MB, ...'"""
-    return ", ".join(f"{path} {_fmt(col, row[col])}" for col, path, _, _ in facts.params)
+    return ", ".join(f"{path} {_fmt(col, row[col])}" for col, path, *_ in facts.params)
 
 
 def _objectives(facts: Facts, row: pd.Series, area_shown: bool = False) -> list[str]:
@@ -174,11 +174,10 @@ def _held(facts: Facts, row: pd.Series) -> list[str]:
         if np.isfinite(value) and value >= (1 - NEAR) * limit:
             out.append(f"{what} ({value:,.0f} of {limit:,.0f} {unit})")
     top, bottom = [], []
-    for col, path, low, high in facts.params:
+    for col, path, low, high, log in facts.params:
         v = float(row[col])
         if not (high > low):
             continue
-        log = low > 0 and high / low > 100
         near_low = v <= low * (1 + NEAR) if log else v - low <= NEAR * (high - low)
         near_high = v >= high / (1 + NEAR) if log else high - v <= NEAR * (high - low)
         if near_high:
@@ -325,10 +324,10 @@ def summary_markdown(facts: Facts, trials: pd.DataFrame, front: pd.DataFrame,
         same = {o: w for w, col, _ in facts.workloads for c, o in facts.shown_by.items()
                 if c == col}
         area_head = [] if _area_objectives(facts) else ["area"]
-        head = ["design", "trial"] + [path for _, path, _, _ in facts.params] + \
+        head = ["design", "trial"] + [path for _, path, *_ in facts.params] + \
                [_objective_head(c, same.get(c), facts.units_of[c]) for c in facts.objectives] \
                + area_head + [f"{w} ({unit})" for w, _, unit in columns]
-        rows = [[why, str(int(row["number"]))] + [_fmt(c, row[c]) for c, _, _, _ in facts.params]
+        rows = [[why, str(int(row["number"]))] + [_fmt(c, row[c]) for c, *_ in facts.params]
                 + [_cell(row[c], facts.units_of[c]) for c in facts.objectives]
                 + [_fmt("area_mm2", row.get("area_mm2", np.nan)) for _ in area_head]
                 + [number(row[c]) for _, c, _ in columns] for why, row in best]

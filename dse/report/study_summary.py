@@ -217,7 +217,10 @@ def answer(facts: Facts, trials: pd.DataFrame, front: pd.DataFrame,
     out = []
     first_why, first = best[0]
     objectives = [c.removeprefix("objective.") for c in facts.objectives]
-    if len(front) == 1:
+    if len(objectives) == 1:
+        lead = (f"**Answer.** The best design for {objectives[0]} is trial "
+                f"{int(first['number'])}, with {_design(facts, first)}")
+    elif len(front) == 1:
         lead = (f"**Answer.** One design is best on every objective ({_join(objectives)}): "
                 f"trial {int(first['number'])}, with {_design(facts, first)}")
     else:

@@ -69,8 +69,11 @@ def check(
     issues = []
     for path in paths:
         try:
-            kind = check_file(path)
+            warnings: list[str] = []
+            kind = check_file(path, warnings)
             typer.echo(one_line(f"{path}: ok ({kind})"))
+            for w in warnings:
+                typer.echo(one_line(f"warning: {w}"), err=True)
         except SpecError as e:
             issues.extend(e.issues)
     if issues:

@@ -11,7 +11,12 @@ from typing import Annotated
 import typer
 
 from dse.errors import DseError
-from dse.spec.study import MAX_SEED
+from dse.spec.study import IN_MEMORY, MAX_SEED, in_memory_database
+
+# The most worker processes one command starts: each is a Python interpreter holding the
+# model (~150 MB); more processes than cores only wait on each other. More machines join a
+# study through a shared database (--storage postgresql://...), not through --workers.
+MAX_WORKERS = 256
 
 
 def _reporter(enabled: bool, total: int):
@@ -51,7 +56,8 @@ def study(
     storage: Annotated[str | None, typer.Option(
         help="Optuna storage shared by workers, e.g. postgresql://user@host/db (default: "
              "the file's storage, else a journal file in the output folder).")] = None,
-    workers: Annotated[int, typer.Option(help="Worker processes on this machine.")] = 1,
+    workers: Annotated[int, typer.Option(help="Worker processes on this machine (at most "
+                                              f"{MAX_WORKERS}).")] = 1,
     seed: Annotated[int | None, typer.Option(help="Sampler seed (default: search.seed).")]
     = None,
     batch: Annotated[int | None, typer.Option(help="Trials asked and evaluated at a time "
@@ -83,7 +89,18 @@ def study(
         shown = seed if abs(seed) < 10**30 else f"a number of {len(str(abs(seed)))} digits"
         raise DseError(f"--seed: expected a whole number from 0 to {MAX_SEED} (2^32 - 1), "
                        f"found {shown}")
+    if workers > MAX_WORKERS:
+        raise DseError(f"--workers: expected at most {MAX_WORKERS} worker processes on one "
+                       f"machine, found {workers if workers < 10**30 else 'more'}; to use more "
+                       "machines, run the command on each with a shared --storage")
+    if storage is not None and in_memory_database(storage):
+        raise DseError(f"--storage {storage}: {IN_MEMORY}")
     st = load_study(file)
+    from dse.check import study_budgets
+
+    # a budget no design meets is refused here (exit 2) rather than after every trial;
+    # one the base chip alone breaks is a warning
+    study_budgets(st, lambda w: typer.echo(f"warning: {w}", err=True), power=False)
     opts = runner.Options(trials=trials, out=out, storage=storage, workers=workers, seed=seed,
                           batch=batch, sampler=sampler)
     name = sampler or st.spec.search.sampler
@@ -98,8 +115,7 @@ def study(
         if storage is not None or workers > 1:
             raise DseError("--sampler grid: the grid runs in this process without a storage; "
                            "drop --storage and --workers")
-        for line in write_grid(st, folder, quiet=quiet):
-            typer.echo(line)
+        _told(write_grid(st, folder, quiet=quiet))
         return
     target = trials or st.spec.search.trials
     report, bar = _reporter(not quiet, target)
@@ -116,10 +132,22 @@ def study(
     wall = time.perf_counter() - started
     from dse.report.study_outputs import write_all
 
-    lines = write_all(st, opts, name, wall, prog)
-    for line in lines:
-        typer.echo(line)
+    report = write_all(st, opts, name, wall, prog)
     if stopped:
+        for line in report.lines:
+            typer.echo(line)
         typer.echo("stopped by Ctrl-C: every finished trial is kept; run the same command "
                    "to resume", err=True)
         raise typer.Exit(130)
+    _told(report)
+
+
+def _told(report) -> None:
+    """Print a run's closing lines; with no feasible design, say why on stderr and exit 3
+    (as `dse eval` does for an infeasible design: the outputs are written in full first)."""
+    for line in report.lines:
+        typer.echo(line)
+    for w in report.warnings:
+        typer.echo(f"warning: {w}", err=True)
+    if report.trials and not report.feasible:
+        raise typer.Exit(3)

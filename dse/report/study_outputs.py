@@ -4,6 +4,7 @@ study. Called by `dse study` after a run (or a grid)."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,14 @@ import pandas as pd
 
 from dse.model import evaluate
 from dse.report import pareto_plot as pp
-from dse.report.study_summary import best_rows, bound_shares, param_label, summary_markdown
+from dse.report.study_summary import (
+    Facts,
+    best_rows,
+    bound_shares,
+    console_lines,
+    param_label,
+    summary_markdown,
+)
 from dse.search import outputs
 from dse.search.objective import baseline_of
 from dse.search.run import Options, Progress, open_storage, out_dir, storage_url
@@ -66,7 +74,7 @@ def _importances(study: Study, stored: optuna.Study | None) -> dict[str, dict[st
 def _plots(study: Study, t: outputs.Tables, folder: Path, title: str) -> list[Path]:
     cols = outputs.objective_columns(study)
     written: list[Path] = []
-    units_of = {c: g.unit(study.jobs) for c, g in zip(cols, study.goals, strict=True)}
+    units_of = outputs.objective_units(study)
     if len(cols) >= 2 and len(t.trials):
         x, y = cols[0], cols[1]
         d = pp.pareto_data(t.trials, t.pareto, t.references, x, y,
@@ -90,31 +98,66 @@ def _plots(study: Study, t: outputs.Tables, folder: Path, title: str) -> list[Pa
     return written
 
 
-def _summary(study: Study, t: outputs.Tables, stored: optuna.Study | None, run_line: str,
-             extra: list[str]) -> str:
+def facts(study: Study, t: outputs.Tables, run_line: str, extra: list[str]) -> Facts:
+    """What the summary and the console say about the run, beside its tables."""
     cols = outputs.objective_columns(study)
-    best = [r for _, r in best_rows(t.pareto, cols, study.directions)]
+    workloads = outputs.throughput_columns(study)
+    column_of = {w: col for w, col, _ in workloads}
+    shown_by = {column_of[g.jobs[0]]: c for g, c in zip(study.goals, cols, strict=True)
+                if len(g.jobs) == 1 and g.spec.metric == "throughput"}
+    baseline = outputs.base_throughput(study)
+    limits = []
+    if study.area_budget is not None:
+        limits.append(("the area budget", "area_mm2", study.area_budget, "mm2"))
+    if study.tech is not None and study.spec.constraints.reticle:
+        limits.append((f"the {study.tech.node} reticle", "die_mm2", study.tech.reticle, "mm2"))
+    if study.spec.constraints.power is not None:
+        limits.append(("the power cap", "power_w", study.spec.constraints.power, "W"))
+    params = []
+    for p in study.params:
+        lo, hi = (p.low, p.high) if p.choices is None else (min(p.choices), max(p.choices))
+        params.append((p.column, p.path, float(lo), float(hi), p.log))
+    return Facts(name=study.spec.name, description=study.spec.description or "",
+                 run_line=run_line, base=study.hardware.name, params=params, objectives=cols,
+                 units_of=outputs.objective_units(study), directions=study.directions,
+                 workloads=workloads, shown_by=shown_by, base_throughput=baseline,
+                 limits=limits, infeasible=outputs.infeasible_reasons(study, t.trials),
+                 budget_mm2=study.area_budget, extra=extra)
+
+
+def _summary(study: Study, t: outputs.Tables, stored: optuna.Study | None, f: Facts) -> str:
+    best = [r for _, r in best_rows(t.pareto, f.objectives, study.directions)]
     bounds = {int(r["number"]): _bounds(study, r) for r in best}
-    workloads = [(n, f"{n}.{j.throughput_metric}") for n, j in study.jobs.items()]
-    return summary_markdown(
-        name=study.spec.name, description=study.spec.description or "", run_line=run_line,
-        params=[(p.column, p.path) for p in study.params], objectives=cols,
-        units_of={c: g.unit(study.jobs) for c, g in zip(cols, study.goals, strict=True)},
-        directions=study.directions, trials=t.trials, front=t.pareto, references=t.references,
-        bounds=bounds, importances=_importances(study, stored), workloads=workloads,
-        extra=extra)
+    return summary_markdown(f, t.trials, t.pareto, t.references, bounds,
+                            _importances(study, stored))
+
+
+@dataclass(frozen=True)
+class Report:
+    """What `dse study` prints (stdout lines, stderr warnings) and whether any design is
+    feasible (exit 3 when none is)."""
+
+    lines: list[str]
+    warnings: list[str]
+    feasible: int
+    trials: int
 
 
 def _finish(study: Study, t: outputs.Tables, folder: Path, stored: optuna.Study | None,
-            run_line: str, extra: list[str], resolved: tuple[dict, dict]) -> list[str]:
+            run_line: str, extra: list[str], resolved: tuple[dict, dict]) -> Report:
     written = outputs.write_tables(t, folder)
     written += _plots(study, t, folder, f"{study.spec.name}: {len(t.trials):,} designs")
+    f = facts(study, t, run_line, extra)
     summary = folder / "summary.md"
-    summary.write_text(_summary(study, t, stored, run_line, extra))
+    summary.write_text(_summary(study, t, stored, f))
     written.append(summary)
     written += outputs.write_resolved(*resolved, folder)
-    return [run_line, *extra, f"wrote {len(written)} files to {folder}/: "
-            + ", ".join(p.name for p in written)]
+    told = console_lines(f, t.trials, t.pareto, t.references)
+    n_ok = int(t.trials["feasible"].sum()) if len(t.trials) else 0
+    warnings = [told[0]] if len(t.trials) and n_ok == 0 else []
+    lines = [run_line, *(told if not warnings else []), *extra,
+             f"wrote {len(written)} files to {folder}/: " + ", ".join(p.name for p in written)]
+    return Report(lines, warnings, n_ok, len(t.trials))
 
 
 def evaluated_here(prog: Progress) -> bool:
@@ -124,7 +167,7 @@ def evaluated_here(prog: Progress) -> bool:
 
 
 def write_all(study: Study, opts: Options, sampler: str, wall: float,
-              prog: Progress | None) -> list[str]:
+              prog: Progress | None) -> Report:
     """Tables, plots, summary and resolved study of the stored run."""
     logging.getLogger("optuna").setLevel(logging.WARNING)
     folder = out_dir(study, opts)
@@ -154,7 +197,7 @@ def write_all(study: Study, opts: Options, sampler: str, wall: float,
     return _finish(study, t, folder, stored, run_line, extra, resolved)
 
 
-def write_grid(study: Study, folder: Path, quiet: bool = False) -> list[str]:
+def write_grid(study: Study, folder: Path, quiet: bool = False) -> Report:
     """Evaluate the whole grid and write its outputs; with a sampled run in `folder`, to
     `folder/grid` and with the hypervolume ratio of the sampled front to the grid's."""
     import time

@@ -1,47 +1,96 @@
-"""summary.md of a study run: the best designs and their parameters, what bounds their
-operators, how they compare with the reference chips, and which parameters matter most for
-each objective."""
+"""summary.md of a study run, and the closing lines `dse study` prints: first the answer in
+words (the best design, how it compares with the base and the reference chips, what bounds
+it, why the other designs are infeasible), then the best designs and their parameters, what
+bounds their operators, the reference chips, and which parameters matter for each objective.
+Every value carries its unit; an objective over several workloads names the chip it is
+relative to."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from dse import units
+from dse.search.budget import shown
 from dse.spec import vocabulary
+
+# A design within this share of a limit is held by it (the area budget, the reticle, the
+# power cap); a parameter within it of its range's end (of the range's width, or of the end
+# itself for a log range) sits at that end.
+NEAR = 0.02
+MAX_CONSOLE_BEST = 3  # best designs the console names (summary.md lists every one)
 
 
 def _fmt(column: str, value: float) -> str:
-    """A value with its unit, from the column's suffix."""
+    """A table value with its unit, from the column's suffix."""
+    return shown(column, value)
+
+
+def number(value: float) -> str:
+    """A plain number: thousands separated from 1,000, else four significant digits."""
     if not np.isfinite(value):
-        return "-"
-    for kind in (units.BYTES, units.BANDWIDTH, units.FLOP_RATE, units.POWER, units.TIME,
-                 units.FREQUENCY, units.ENERGY):
-        if kind.suffix and column.endswith("_" + kind.suffix):
-            return units.format_quantity(value, kind, digits=3)
-    if column.endswith("_mm2"):
-        return f"{value:,.0f} mm2"
-    return f"{value:,.4g}"
+        return "—"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def quantity(value: float, unit: str) -> str:
+    """A value in `unit` as a reader reads it: `1.36x h100-sxm`, `10,110 samples/s`,
+    `3.68 ms`, `754 mm2`."""
+    if not np.isfinite(value):
+        return "—"
+    if unit.startswith("x "):
+        return f"{value:.3g}x {unit[2:]}"
+    kinds = {"FLOP/s": units.FLOP_RATE, "s": units.TIME, "J": units.ENERGY}
+    if unit in kinds:
+        return units.format_quantity(value, kinds[unit], digits=4)
+    if unit in ("W", "mm2"):
+        return f"{value:,.0f} {unit}"
+    return f"{number(value)} {unit}".strip()
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the summary says about a study, beside its tables."""
+
+    name: str
+    description: str
+    run_line: str
+    base: str  # the base chip's name
+    params: list[tuple[str, str, float, float, bool]]  # (column, path, low, high, log range)
+    objectives: list[str]  # objective columns
+    units_of: dict[str, str]  # objective column -> unit
+    directions: list[str]
+    workloads: list[tuple[str, str, str]]  # (workload, throughput column, unit)
+    shown_by: dict[str, str]  # throughput column -> the objective column that is the same
+    base_throughput: dict[str, float]  # throughput column -> the base chip's value
+    limits: list[tuple[str, str, float, str]]  # (what, column, limit, unit): held when near
+    infeasible: list[tuple[int, str]]  # (designs, why), most first
+    budget_mm2: float | None = None
+    extra: list[str] = field(default_factory=list)
 
 
 def best_rows(front: pd.DataFrame, objectives: list[str], directions: list[str]
               ) -> list[tuple[str, pd.Series]]:
-    """(why, row): the best front design for each objective, and the balanced one (the
-    design with the largest product of its objectives each relative to the front's best)."""
+    """(why, row): the best front design for each objective, one row per design naming every
+    objective it is best for, and the balanced one (the design with the largest product of
+    its objectives each relative to the front's best) when it is another design."""
     if front.empty:
         return []
-    out = []
+    best: dict[int, list[str]] = {}
     for col, d in zip(objectives, directions, strict=True):
         i = front[col].idxmax() if d == "maximize" else front[col].idxmin()
-        out.append((f"best {col.removeprefix('objective.')}", front.loc[i]))
+        best.setdefault(i, []).append(col.removeprefix("objective."))
+    out = [(f"best {' and '.join(names)}", front.loc[i]) for i, names in best.items()]
     if len(objectives) > 1:
         score = np.zeros(len(front))
         for col, d in zip(objectives, directions, strict=True):
             v = front[col].to_numpy(float)
-            best = v.max() if d == "maximize" else v.min()
-            score += np.log(v / best) if d == "maximize" else np.log(best / v)
+            top = v.max() if d == "maximize" else v.min()
+            score += np.log(v / top) if d == "maximize" else np.log(top / v)
         i = front.index[int(np.argmax(score))]
-        if all(i != r.name for _, r in out):
+        if i not in best:
             out.append(("balanced (largest product of objectives relative to the best)",
                         front.loc[i]))
     return out
@@ -57,31 +106,235 @@ def bound_shares(op_records: list[dict]) -> str:
                      if t / total >= 0.01)
 
 
-def summary_markdown(*, name: str, description: str, run_line: str, params: list[tuple[str, str]],
-                     objectives: list[str], units_of: dict[str, str], directions: list[str],
-                     trials: pd.DataFrame, front: pd.DataFrame, references: pd.DataFrame,
-                     bounds: dict[int, dict[str, str]], importances: dict[str, dict[str, float]],
-                     workloads: list[tuple[str, str]], extra: list[str]) -> str:
-    """The summary as Markdown. params: (column, label); workloads: (name, throughput
-    column); bounds: trial number -> workload -> bound shares."""
-    lines = [f"# Study `{name}`", "", description, "", run_line, ""]
-    n_ok = int(trials["feasible"].sum()) if len(trials) else 0
-    lines += [f"{len(trials)} trials, {n_ok} feasible, {len(front)} on the Pareto front.", ""]
-    lines += extra
-    best = best_rows(front, objectives, directions)
+def _power(row: pd.Series) -> float:
+    vals = [float(row[c]) for c in row.index if str(c).endswith(".power_w")
+            and np.isfinite(float(row[c]))]
+    return max(vals) if vals else np.nan
+
+
+def _design(facts: Facts, row: pd.Series) -> str:
+    """'compute.units 144, memory.L2.capacity 16.8 MB, ...'"""
+    return ", ".join(f"{path} {_fmt(col, row[col])}" for col, path, *_ in facts.params)
+
+
+def _objectives(facts: Facts, row: pd.Series, area_shown: bool = False) -> list[str]:
+    """'memory_bound 1.36x h100-sxm', ...; without the design's area where it is shown."""
+    return [f"{c.removeprefix('objective.')} {quantity(row[c], facts.units_of[c])}"
+            for c in facts.objectives if not (area_shown and c in _area_objectives(facts))]
+
+
+def _area_objectives(facts: Facts) -> list[str]:
+    """Objective columns that are the design's area (the table's area column already)."""
+    return [c for c in facts.objectives if facts.units_of[c] == "mm2"]
+
+
+def _ratios(facts: Facts, row: pd.Series, theirs: dict[str, float]) -> list[tuple[str, float]]:
+    """(workload, this design's throughput / theirs) where both run it."""
+    out = []
+    for w, col, _ in facts.workloads:
+        mine, other = float(row[col]), float(theirs.get(col, np.nan))
+        if np.isfinite(mine) and np.isfinite(other) and other > 0:
+            out.append((w, mine / other))
+    return out
+
+
+def _span(ratios: list[tuple[str, float]]) -> str:
+    lo, hi = min(r for _, r in ratios), max(r for _, r in ratios)
+    return f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
+
+
+def _against(facts: Facts, row: pd.Series, references: pd.DataFrame) -> str:
+    """'on the 4 workloads its throughput is 1.16-1.35x h100-sxm's, ... and 1.31-1.42x
+    middle-ground's (the base)'; empty without a chip to compare with."""
+    chips: list[tuple[str, dict[str, float]]] = []
+    names = [str(c) for c in references["chip"]] if len(references) else []
+    if facts.base not in names:
+        chips.append((facts.base, facts.base_throughput))
+    for _, r in references.iterrows():
+        chips.append((str(r["chip"]), {col: float(r[col]) for _, col, _ in facts.workloads
+                                       if col in r}))
+    parts = []
+    for chip, theirs in chips:
+        ratios = _ratios(facts, row, theirs)
+        base = " (the base)" if chip == facts.base else ""
+        parts.append(f"{_span(ratios)} {chip}'s{base}" if ratios
+                     else f"not comparable with {chip}'s{base} (it runs none of them)")
+    if not parts:
+        return ""
+    where = (f"on {facts.workloads[0][0]}" if len(facts.workloads) == 1
+             else f"on the {len(facts.workloads)} workloads")
+    return f"{where} its throughput is {_join(parts)}"
+
+
+def _held(facts: Facts, row: pd.Series) -> list[str]:
+    """The limits this design is within NEAR of, and the parameters at a range's end."""
+    out = []
+    for what, col, limit, unit in facts.limits:
+        value = _power(row) if col == "power_w" else float(row.get(col, np.nan))
+        if np.isfinite(value) and value >= (1 - NEAR) * limit:
+            out.append(f"{what} ({value:,.0f} of {limit:,.0f} {unit})")
+    top, bottom = [], []
+    for col, path, low, high, log in facts.params:
+        v = float(row[col])
+        if not (high > low):
+            continue
+        near_low = v <= low * (1 + NEAR) if log else v - low <= NEAR * (high - low)
+        near_high = v >= high / (1 + NEAR) if log else high - v <= NEAR * (high - low)
+        if near_high:
+            top.append(f"{path} ({_fmt(col, v)})")
+        elif near_low:
+            bottom.append(f"{path} ({_fmt(col, v)})")
+    if top:
+        out.append(f"the top of the range of {_join(top)}")
+    if bottom:
+        out.append(f"the bottom of the range of {_join(bottom)}")
+    return out
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _why_not(facts: Facts, n: int) -> str:
+    reasons = "; ".join(f"{k:,} {why}" for k, why in facts.infeasible)
+    several = " (a design may break several)" if len(facts.infeasible) > 1 else ""
+    return f"{reasons}{several}" if reasons else f"{n:,} not feasible"
+
+
+def answer(facts: Facts, trials: pd.DataFrame, front: pd.DataFrame,
+           references: pd.DataFrame) -> list[str]:
+    """The answer in words: one paragraph per point, Markdown."""
+    n = len(trials)
+    n_ok = int(trials["feasible"].sum()) if n else 0
+    if n == 0:
+        return ["**No trials yet.** Run the study (or more trials) for an answer."]
+    if n_ok == 0:
+        return [f"**No feasible design.** None of the {n:,} designs meets every constraint: "
+                f"{_why_not(facts, n)}. Until one does there is no front and no best design: "
+                "relax the constraint that binds, or move the parameters' ranges toward what "
+                "the closest designs reached."]
+    best = best_rows(front, facts.objectives, facts.directions)
+    out = []
+    first_why, first = best[0]
+    objectives = [c.removeprefix("objective.") for c in facts.objectives]
+    if len(objectives) == 1:
+        lead = (f"**Answer.** The best design for {objectives[0]} is trial "
+                f"{int(first['number'])}, with {_design(facts, first)}")
+    elif len(front) == 1:
+        lead = (f"**Answer.** One design is best on every objective ({_join(objectives)}): "
+                f"trial {int(first['number'])}, with {_design(facts, first)}")
+    else:
+        lead = (f"**Answer.** The Pareto front holds {len(front)} designs trading "
+                f"{_join(objectives)} against each other. The {first_why.removeprefix('best ')}"
+                f" optimum is trial {int(first['number'])}, with {_design(facts, first)}")
+    area = float(first.get("area_mm2", np.nan))
+    if np.isfinite(area):
+        lead += f", in {area:,.0f} mm2" + (f" of the {facts.budget_mm2:,.0f} mm2 budget"
+                                           if facts.budget_mm2 is not None else "")
+    reached = _objectives(facts, first, area_shown=np.isfinite(area))
+    vs = _against(facts, first, references)
+    if reached or vs:
+        lead += ". It reaches " + _join(reached) if reached else ". "
+        lead += (f"; {vs}." if reached else vs[0].upper() + vs[1:] + ".") if vs else "."
+    else:
+        lead += "."
+    out.append(lead)
+    if len(best) > 1:
+        out.append("The other ends of the front: " + "; ".join(
+            f"{why}: trial {int(r['number'])} ({_design(facts, r)}): "
+            f"{', '.join(_objectives(facts, r))}" for why, r in best[1:]) + ".")
+    held = _held(facts, first)
+    out.append(f"What bounds trial {int(first['number'])}: " + (
+        "; ".join(held) + "." if held else "no constraint or range end: its objectives are "
+        "set by the model's trade-offs within the ranges.")
+        + (" A range end that binds may be cutting the search short." if any(
+            h.startswith("the top") or h.startswith("the bottom") for h in held) else ""))
+    if n_ok < n:
+        few = "Few designs are feasible: " if n_ok < max(10, n // 10) else ""
+        out.append(f"{few}{n_ok:,} of {n:,} designs are feasible; the {n - n_ok:,} others: "
+                   f"{_why_not(facts, n - n_ok)}.")
+    else:
+        out.append(f"All {n:,} designs are feasible.")
+    return out
+
+
+def console_lines(facts: Facts, trials: pd.DataFrame, front: pd.DataFrame,
+                  references: pd.DataFrame) -> list[str]:
+    """The closing lines `dse study` prints after its run line: the best designs, how the
+    first compares, and why the others are infeasible."""
+    n = len(trials)
+    n_ok = int(trials["feasible"].sum()) if n else 0
+    if n == 0:
+        return []
+    if n_ok == 0:
+        return [f"no feasible design among {n:,}: {_why_not(facts, n)}"]
+    out = []
+    best = best_rows(front, facts.objectives, facts.directions)
+    for why, r in best[:MAX_CONSOLE_BEST]:
+        area = float(r.get("area_mm2", np.nan))
+        where = f"; {area:,.0f} mm2" if np.isfinite(area) and not _area_objectives(facts) \
+            else ""
+        out.append(f"{why}: trial {int(r['number'])} ({_design(facts, r)}): "
+                   f"{', '.join(_objectives(facts, r))}{where}")
+    vs = _against(facts, best[0][1], references)
+    if vs:
+        out.append(f"trial {int(best[0][1]['number'])}: {vs}")
+    held = _held(facts, best[0][1])
+    if held:
+        out.append(f"held by: {'; '.join(held)}")
+    if n_ok < n:
+        out.append(f"infeasible: {n - n_ok:,} of {n:,}: {_why_not(facts, n - n_ok)}")
+    return out
+
+
+def _objective_head(column: str, workload: str | None, unit: str) -> str:
+    """'encoder: bert-large throughput (samples/s)' for an objective that is one workload's
+    throughput (that workload's column is then left out), else 'memory_bound (x h100-sxm)'."""
+    name = column.removeprefix("objective.")
+    if workload is None:
+        return f"{name} ({unit})"
+    what = f"{workload} throughput"
+    return f"{what} ({unit})" if name in ("throughput", workload) else f"{name}: {what} ({unit})"
+
+
+def _cell(value: float, unit: str) -> str:
+    """A table cell of a column whose header gives the unit."""
+    if unit in ("mm2", "W") and np.isfinite(value):
+        return f"{value:,.0f}"
+    return number(value)
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+            *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def summary_markdown(facts: Facts, trials: pd.DataFrame, front: pd.DataFrame,
+                     references: pd.DataFrame, bounds: dict[int, dict[str, str]],
+                     importances: dict[str, dict[str, float]]) -> str:
+    """The summary as Markdown. bounds: trial number -> workload -> bound shares."""
+    lines = [f"# Study `{facts.name}`", ""]
+    if facts.description:
+        lines += [facts.description, ""]
+    lines += [p for para in answer(facts, trials, front, references) for p in (para, "")]
+    lines += [f"Run: {facts.run_line}.", ""]
+    for e in facts.extra:
+        lines += [e, ""]
+    best = best_rows(front, facts.objectives, facts.directions)
+    columns = [(w, col, unit) for w, col, unit in facts.workloads if col not in facts.shown_by]
     if best:
         lines += ["## Best designs", ""]
-        head = ["design", "trial"] + [lab for _, lab in params] + \
-               [f"{c.removeprefix('objective.')} ({units_of[c]})" for c in objectives] + \
-               ["area"] + [f"{w} throughput" for w, _ in workloads]
-        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for why, row in best:
-            cells = [why, str(int(row["number"]))] + [_fmt(c, row[c]) for c, _ in params] + \
-                    [f"{row[c]:.4g}" for c in objectives] + \
-                    [_fmt("area_mm2", row.get("area_mm2", np.nan))] + \
-                    [f"{row[c]:,.4g}" for _, c in workloads]
-            lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
+        same = {o: w for w, col, _ in facts.workloads for c, o in facts.shown_by.items()
+                if c == col}
+        area_head = [] if _area_objectives(facts) else ["area"]
+        head = ["design", "trial"] + [path for _, path, *_ in facts.params] + \
+               [_objective_head(c, same.get(c), facts.units_of[c]) for c in facts.objectives] \
+               + area_head + [f"{w} ({unit})" for w, _, unit in columns]
+        rows = [[why, str(int(row["number"]))] + [_fmt(c, row[c]) for c, *_ in facts.params]
+                + [_cell(row[c], facts.units_of[c]) for c in facts.objectives]
+                + [_fmt("area_mm2", row.get("area_mm2", np.nan)) for _ in area_head]
+                + [number(row[c]) for _, c, _ in columns] for why, row in best]
+        lines += [*_table(head, rows), ""]
         lines += ["What bounds each best design's step time (share of the step by the resource "
                   "that bounds each operator):", ""]
         for why, row in best:
@@ -89,28 +342,14 @@ def summary_markdown(*, name: str, description: str, run_line: str, params: list
             lines.append(f"- {why} (trial {int(row['number'])}): " + "; ".join(
                 f"{w}: {s}" for w, s in b.items()))
         lines.append("")
+    if facts.infeasible:
+        lines += ["## Why designs are infeasible", "",
+                  "Designs that break each constraint, with the closest any design came (a "
+                  "design may break several):", ""]
+        lines += _table(["designs", "why"], [[f"{k:,}", why] for k, why in facts.infeasible])
+        lines.append("")
     if len(references):
-        lines += ["## Against the reference chips", "",
-                  "Each chip as its file gives it, on the same workloads (throughput; the "
-                  "best designs' ratio to it).", ""]
-        head = ["chip", "feasible", "area"] + [f"{w}" for w, _ in workloads] + \
-               [f"best {c.removeprefix('objective.')} / chip" for c in objectives
-                if units_of[c] != "x base"][:0]
-        lines += ["| " + " | ".join([*head, "note"]) + " |", "|" + "---|" * (len(head) + 1)]
-        for _, r in references.iterrows():
-            cells = [str(r["chip"]), "yes" if r["feasible"] else "no",
-                     _fmt("area_mm2", r.get("area_mm2", np.nan))]
-            cells += [f"{r[c]:,.4g}" if np.isfinite(r[c]) else "-" for _, c in workloads]
-            lines.append("| " + " | ".join([*cells, str(r["reason"])[:120]]) + " |")
-        lines.append("")
-        for why, row in best:
-            ratios = []
-            for _, r in references.iterrows():
-                parts = [f"{w} {row[c] / r[c]:.2f}x" for w, c in workloads
-                         if np.isfinite(r[c]) and r[c] > 0 and np.isfinite(row[c])]
-                ratios.append(f"vs {r['chip']}: " + ", ".join(parts))
-            lines.append(f"- {why}: " + "; ".join(ratios))
-        lines.append("")
+        lines += _references(facts, references, best)
     if importances:
         lines += ["## Which parameters matter", "",
                   "Optuna's PED-ANOVA importance of each parameter for each objective over the "
@@ -118,12 +357,47 @@ def summary_markdown(*, name: str, description: str, run_line: str, params: list
                   "sum to 1 per objective).", ""]
         cols = list(importances)
         names = sorted({p for d in importances.values() for p in d})
-        lines += ["| parameter | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-        for p in names:
-            lines.append(f"| {p} | " + " | ".join(f"{importances[c].get(p, 0.0):.2f}"
-                                                   for c in cols) + " |")
+        lines += _table(["parameter", *cols], [
+            [p, *(f"{importances[c].get(p, 0.0):.2f}" for c in cols)] for p in names])
         lines.append("")
     return "\n".join(lines)
+
+
+def _references(facts: Facts, references: pd.DataFrame, best: list[tuple[str, pd.Series]]
+                ) -> list[str]:
+    lines = ["## Against the reference chips", "",
+             "Each chip as its file gives it, on the same workloads (throughput; — where it does "
+             "not run a workload; area and power where its file names a process node the area "
+             f"model prices). The base is {facts.base}.", ""]
+    head = ["chip", "feasible", "area", "power"] + \
+           [f"{w} ({unit})" for w, _, unit in facts.workloads] + ["note"]
+    rows = []
+    for _, r in references.iterrows():
+        missing = str(r.get("not_modelled", "") or "")
+        area = float(r.get("area_mm2", np.nan))
+        power = _power(r)
+        notes = [x for x in (str(r.get("reason", "") or "")[:160], missing) if x]
+        rows.append([str(r["chip"]) + (" (base)" if r["chip"] == facts.base else ""),
+                     "yes" if r["feasible"] else "no",
+                     "not modelled" if missing and not np.isfinite(area)
+                     else _fmt("area_mm2", area),
+                     "not modelled" if missing and not np.isfinite(power)
+                     else quantity(power, "W")]
+                    + [number(float(r[c])) if c in r else "—" for _, c, _ in facts.workloads]
+                    + ["; ".join(notes)])
+    lines += [*_table(head, rows), ""]
+    if best:
+        lines += ["Each best design's throughput relative to each chip's:", ""]
+        for why, row in best:
+            parts = []
+            for _, r in references.iterrows():
+                ratios = _ratios(facts, row, {c: float(r[c]) for _, c, _ in facts.workloads
+                                              if c in r})
+                shown_r = ", ".join(f"{w} {x:.2f}x" for w, x in ratios) or "runs none of them"
+                parts.append(f"vs {r['chip']}: {shown_r}")
+            lines.append(f"- {why} (trial {int(row['number'])}): " + "; ".join(parts))
+        lines.append("")
+    return lines
 
 
 def param_label(path: str) -> str:

@@ -53,7 +53,9 @@ def job_metric(job: Job, metric: str, metrics: dict[str, np.ndarray], area_mm2: 
         return thr
     if metric == "throughput_per_mm2":
         return thr / (area_mm2 * chips)
-    if metric == "throughput_per_watt":
+    if metric == "throughput_per_watt":  # NaN: a chip without a power model
+        if "power_w" not in metrics:
+            return np.full_like(thr, np.nan, dtype=float)
         return thr / (metrics["power_w"] * chips)
     return metrics[DIRECT[metric]]
 

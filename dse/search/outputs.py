@@ -6,6 +6,7 @@ is the same whichever process ran each trial."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,10 +17,12 @@ import yaml
 from optuna.trial import TrialState
 
 import dse
+from dse import units
+from dse.errors import DseError
 from dse.search.objective import Outcome, evaluate_designs
 from dse.search.pareto import front_mask, hypervolume, reference_point
 from dse.search.run import SURPLUS
-from dse.search.space import Study, referenced
+from dse.search.space import THROUGHPUT_UNIT, Study, referenced
 
 CHUNK = 4096  # designs per vectorized evaluation (measured fastest per design: 4k-16k)
 
@@ -33,6 +36,118 @@ class Tables:
 
 def objective_columns(study: Study) -> list[str]:
     return [f"objective.{g.name}" for g in study.goals]
+
+
+def objective_units(study: Study) -> dict[str, str]:
+    """Each objective column's unit, a multi-workload objective's naming the base chip it is
+    relative to (`x h100-sxm`, not `x base`)."""
+    out = {}
+    for g in study.goals:
+        unit = g.unit(study.jobs)
+        out[f"objective.{g.name}"] = (f"x {study.hardware.name}" if unit == "x base" else unit)
+    return out
+
+
+def throughput_columns(study: Study) -> list[tuple[str, str, str]]:
+    """(workload, its throughput column, unit) for each workload of the study."""
+    return [(n, f"{n}.{j.throughput_metric}", THROUGHPUT_UNIT[j.kind])
+            for n, j in study.jobs.items()]
+
+
+def base_throughput(study: Study) -> dict[str, float]:
+    """Each workload's throughput on the base chip as its file gives it (column -> value)."""
+    base = evaluate_designs(study, {})
+    return {col: float(base.columns[col][0]) for _, col, _ in throughput_columns(study)}
+
+
+def power_of(frame: pd.DataFrame) -> pd.Series:
+    """The most power per chip a design draws on any workload (W; NaN: not modelled)."""
+    cols = [c for c in frame.columns if c.endswith(".power_w")]
+    if not cols or frame.empty:
+        return pd.Series(np.nan, index=frame.index)
+    return frame[cols].max(axis=1, skipna=True)
+
+
+_SHORT = re.compile(r"\(([^()]*?) short\)")
+
+
+def _shortfall(reason: str) -> float:
+    """The amount a memory fit reason says is missing (bytes), inf where none is said."""
+    m = _SHORT.search(reason)
+    if m is None:
+        return math.inf
+    try:
+        value, _ = units.parse_quantity(m.group(1))
+    except (DseError, ValueError):
+        return math.inf
+    return value
+
+
+def _part(reason: str, name: str, names: list[str]) -> str:
+    """The part of a design's reason that is about workload `name` (reasons join the
+    constraints' and each workload's with '; ', in the study's order)."""
+    start = reason.find(f"{name}: ")
+    if start < 0:
+        return ""
+    text = reason[start + len(name) + 2:]
+    ends = [text.find(f"; {n}: ") for n in names if n != name] + [text.find("; power ")]
+    ends = [e for e in ends if e >= 0]
+    return text[:min(ends)] if ends else text
+
+
+def infeasible_reasons(study: Study, trials: pd.DataFrame) -> list[tuple[int, str]]:
+    """Why the study's designs are infeasible: (designs, why) per constraint broken, most
+    first, each with the closest any design came (the smallest area, die, padding or power
+    reached; the workload fit a design missed by least). A design may break several."""
+    if trials.empty or "feasible" not in trials:
+        return []
+    bad = trials[~trials["feasible"].astype(bool)]
+    if bad.empty:
+        return []
+    done = bad["state"] == TrialState.COMPLETE.name if "state" in bad else \
+        pd.Series(True, index=bad.index)
+    out: list[tuple[int, str]] = []
+    if (~done).any():
+        out.append((int((~done).sum()), "not completed (failed or stopped)"))
+    bad = bad[done]
+
+    def broken(name: str) -> pd.Series:
+        col = f"constraint.{name}"
+        return bad[col] > 0 if col in bad else pd.Series(False, index=bad.index)
+
+    cons = study.spec.constraints
+    if study.area_budget is not None and (n := int(broken("area_mm2").sum())):
+        out.append((n, f"over the {study.area_budget:,.0f} mm2 area budget (the smallest "
+                       f"design: {trials['area_mm2'].min():,.0f} mm2)"))
+    if study.tech is not None and cons.reticle and (n := int(broken("reticle_mm2").sum())):
+        out.append((n, f"with a die over the {study.tech.reticle:,.0f} mm2 reticle (the smallest "
+                       f"die: {trials['die_mm2'].min():,.0f} mm2)"))
+    if cons.shoreline and (n := int(broken("shoreline_mm2").sum())):
+        pad = bad.loc[broken("shoreline_mm2"), "constraint.shoreline_mm2"].min()
+        out.append((n, "with off-chip interfaces that need more die edge than their silicon gives "
+                       f"(the least padding any of them needs: {pad:,.3g} mm2)"))
+    if cons.power is not None and (n := int(broken("power_w").sum())):
+        power = power_of(trials[trials["state"] == TrialState.COMPLETE.name]
+                         if "state" in trials else trials)
+        out.append((n, f"over the {cons.power:,.0f} W power cap (the least any "
+                       f"design draws: {power.min():,.0f} W)"))
+    names = list(study.jobs)
+    for name, col, _ in throughput_columns(study):
+        if col not in bad:
+            continue
+        miss = bad[~np.isfinite(bad[col].to_numpy(float))]
+        if miss.empty:
+            continue
+        parts = [(_part(str(r), name, names), int(k))
+                 for r, k in zip(miss["reason"], miss["number"], strict=True)]
+        parts = [p for p in parts if p[0]]
+        example = ""
+        if parts:
+            text, number = min(parts, key=lambda p: _shortfall(p[0]))
+            closest = "closest" if math.isfinite(_shortfall(text)) else "e.g."
+            example = f" ({closest}: trial {number}, {text})"
+        out.append((len(miss), f"do not run {name}{example}"))
+    return sorted(out, key=lambda x: -x[0])
 
 
 def outcome_frame(study: Study, params: dict[str, np.ndarray], out: Outcome) -> pd.DataFrame:
@@ -107,14 +222,20 @@ def pareto_frame(study: Study, frame: pd.DataFrame) -> pd.DataFrame:
 
 def reference_frame(study: Study, baseline: dict[str, dict[str, float]]) -> pd.DataFrame:
     """The reference chips, each as its file gives it, on the study's workloads."""
-    rows = []
-    for name, spec, tech in study.references:
-        from dataclasses import replace
+    from dataclasses import replace
 
+    from dse.spec.load import load_design
+
+    rows = []
+    refs = study.spec.references or [study.spec.base]
+    for ref, (name, spec, tech) in zip(refs, study.references, strict=True):
         s = replace(study, hardware=spec, tech=tech)
         out = evaluate_designs(s, {}, baseline)
         row = {"chip": name, **{k: v[0] for k, v in out.columns.items()},
-               "feasible": bool(out.feasible[0]), "reason": out.reason[0]}
+               "feasible": bool(out.feasible[0]), "reason": out.reason[0], "not_modelled": ""}
+        if tech is None:  # drawn and tabulated with what it has: its throughput
+            why = load_design(referenced(ref, study.path.parent))[2]
+            row["not_modelled"] = f"area and power: {why}"
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -170,7 +291,8 @@ def run_record(study: Study, storage: str) -> dict:
     return {"dse_version": dse.__version__, "optuna_version": optuna.__version__,
             "study": study.spec.name, "study_file": str(study.path.resolve()),
             "fingerprint": study.fingerprint(), "storage": storage,
-            "objectives": {g.name: {"direction": g.spec.direction, "unit": g.unit(study.jobs),
+            "objectives": {g.name: {"direction": g.spec.direction,
+                                    "unit": objective_units(study)[f"objective.{g.name}"],
                                     "column": f"objective.{g.name}"} for g in study.goals},
             "area_budget_mm2": study.area_budget}
 

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+MIN_POPULATION = 2  # Optuna's NSGA-II: crossover takes two parents
+
 
 class NSGAII(optuna.samplers.NSGAIISampler):
     """Optuna's NSGA-II with O(1) generation and parent lookups. `local`: every trial of the
@@ -19,8 +21,12 @@ class NSGAII(optuna.samplers.NSGAIISampler):
     trials per generation is then kept as trials are told instead of recounted on each ask.
     Otherwise Optuna's own lookups run (trials told by other workers)."""
 
-    def __init__(self, *, local: bool = False, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, *, local: bool = False, population_size: int = 50,
+                 **kwargs: object) -> None:
+        # A generation needs two parents: a population of one (the default population is
+        # the batch size, and `--batch 1` is a valid batch) is raised to two.
+        super().__init__(population_size=max(population_size, MIN_POPULATION),
+                         **kwargs)  # type: ignore[arg-type]
         self._local = local
         self._counts: dict[int, int] | None = None  # generation -> complete trials
         self._parents: dict[tuple[int, int], list[FrozenTrial]] = {}

@@ -29,6 +29,23 @@ DESIGN_METRICS = ("area",)
 MAX_SEED = 2**32 - 1
 
 
+def in_memory_database(url: str) -> bool:
+    """An SQLite URL whose database lives in one connection's memory (`sqlite://`,
+    `sqlite:///:memory:`, `?mode=memory`)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower().split("+")[0] != "sqlite":
+        return False
+    path, _, query = rest.partition("?")
+    db = path[1:] if path.startswith("/") else path
+    return db == "" or ":memory:" in db or "mode=memory" in query
+
+
+IN_MEMORY = ("an in-memory SQLite database lasts one connection, and a study opens its storage "
+             "several times (the run, each worker, the outputs, a resumed run, the dashboard); "
+             "give a file (sqlite:///study.db) or leave the storage out for the journal file "
+             "in the output folder")
+
+
 class Parameter(Spec):
     """One design-vocabulary path to vary: a range (`low`/`high`, optionally `log` and a
     `step`) or a list of `choices`, in the path's units ("8 MiB", "2 TB/s"; plain numbers for
@@ -143,7 +160,7 @@ class Search(Spec):
     """Trials asked, evaluated in one vectorized call per workload, and told at a time."""
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     population: int | None = Field(default=None, ge=2)
-    """nsga2: individuals per generation (default: the batch size)."""
+    """nsga2: individuals per generation (default: the batch size, at least 2)."""
     grid_points: int = Field(default=8, ge=2, le=1000)
     """grid: values per range parameter without a step (choices and steps list their own)."""
     max_designs: int = Field(default=1_000_000, ge=1, le=10_000_000)
@@ -172,4 +189,11 @@ class StudySpec(Spec):
     (default: the base)."""
     storage: str | None = None
     """An Optuna storage URL shared by workers (postgresql://...); default: a journal file in
-    the output folder."""
+    the output folder. Not an in-memory SQLite database (IN_MEMORY)."""
+
+    @field_validator("storage")
+    @classmethod
+    def _lasting(cls, value: str | None) -> str | None:
+        if value is not None and in_memory_database(value):
+            raise ValueError(IN_MEMORY)
+        return value

@@ -309,6 +309,11 @@ def _listen(app: Callable, host: str, port: int) -> WSGIServer:
 TRIAL_TABLE = re.compile(r"^/dashboard/studies/(\d+)/trialTable/?$")
 
 
+def _version(text: str) -> tuple[int, ...]:
+    """(major, minor) of a version string."""
+    return tuple(int(x) for x in re.findall(r"\d+", text)[:2])
+
+
 def _redirect_trial_table(app: Callable) -> Callable:
     """optuna-dashboard 0.20 moved its trial table into the Smart Selection page but kept the
     old page's address, which now renders nothing: that address is sent on to the table."""
@@ -354,7 +359,9 @@ def serve(target: str | Path, host: str = "127.0.0.1", port: int = 8080,
              "dse knows (0.21): its best trials may include infeasible designs")
     # optuna_dashboard.wsgi, not run_server: run_server prints its banner before it binds the
     # port and logs every request; here the port is bound first, so a port in use is one line.
-    app = _redirect_trial_table(optuna_dashboard.wsgi(FeasibleView(storage)))
+    app = optuna_dashboard.wsgi(FeasibleView(storage))
+    if _version(optuna_dashboard.__version__) >= (0, 20):
+        app = _redirect_trial_table(app)
     server = _listen(app, host, port)
     url = dashboard_url(host, server.server_port)
     label = _redact(str(target)) if "://" in str(target) else str(target)

@@ -15,9 +15,12 @@ import urllib.request
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
 import optuna
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from optuna.distributions import FloatDistribution
 from optuna.study import StudyDirection
 from optuna.trial import TrialState, create_trial
@@ -32,7 +35,9 @@ from dse.dashboard import (
     feasible_front,
     storage_for,
 )
+from dse.errors import DseError
 from dse.search.objective import WORST_MINIMIZED
+from tests.fuzz.fuzzing import examples
 from tests.test_dashboard import _get_json, _page_text, _readline
 
 TRIALS = 384  # ~10 s; about a third feasible, a front of a few trials
@@ -256,3 +261,52 @@ def test_sqlite_file_of_a_study_is_served(tmp_path):
     study.add_trial(_trial(0, [1.0], {}))
     assert [s.study_name for s in storage_for(db).get_all_studies()] == ["in-a-file"]
     assert storage_for(db).get_all_trials(study._study_id)[0].state == TrialState.COMPLETE
+
+
+def _small_journal(folder: Path) -> bytes:
+    """A `dse study`-like journal: two objectives, constraints, user attributes."""
+    path = folder / "seed.journal"
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(path)))
+    study = optuna.create_study(study_name="seed", storage=storage,
+                                directions=["maximize", "minimize"])
+    study.add_trials([_trial(i, [float(i), 10.0 - i], {"area_mm2": i - 2.0},
+                             {"feasible": i > 2, "area_mm2": 700.0 + i}) for i in range(4)])
+    return path.read_bytes()
+
+
+@examples(fast=60, long=600)
+@given(data=st.data())
+def test_any_file_is_a_study_or_one_line(tmp_path_factory, data):
+    """A journal cut, with bytes changed, lines dropped or junk added, or any bytes at all:
+    `storage_for` gives a storage the dashboard's view reads, or a DseError; nothing else."""
+    folder = tmp_path_factory.mktemp("fuzz")
+    seed = _small_journal(folder)
+    kind = data.draw(st.sampled_from(["cut", "flip", "drop", "junk", "bytes"]))
+    if kind == "cut":
+        content = seed[:data.draw(st.integers(0, len(seed)))]
+    elif kind == "flip":
+        at = data.draw(st.integers(0, len(seed) - 1))
+        content = seed[:at] + bytes([data.draw(st.integers(0, 255))]) + seed[at + 1:]
+    elif kind == "drop":
+        lines = seed.splitlines(keepends=True)
+        content = b"".join(np.delete(np.array(lines, dtype=object),
+                                     data.draw(st.integers(0, len(lines) - 1))))
+    elif kind == "junk":
+        lines = seed.splitlines(keepends=True)
+        lines.insert(data.draw(st.integers(0, len(lines))),
+                     data.draw(st.sampled_from([b"{}\n", b"[]\n", b'{"op_code": 99}\n',
+                                                b'{"op_code": "0"}\n', b"null\n", b"\xff\n"])))
+        content = b"".join(lines)
+    else:
+        content = data.draw(st.binary(max_size=200))
+    path = folder / "target.journal"
+    path.write_bytes(content)
+    try:
+        storage = storage_for(path)
+    except DseError as e:
+        assert "\n" not in str(e) and str(e).startswith(f"{path}: ")
+        return
+    view = FeasibleView(storage)
+    for s in view.get_all_studies():
+        view.get_all_trials(s._study_id)

@@ -226,6 +226,8 @@ class FeasibleView(BaseStorage):
         self._directions: dict[int, list[StudyDirection]] = {}
 
     def __getattr__(self, name: str) -> Any:  # storage-specific members (engine, ...)
+        if name == "_storage":  # not set yet (a copy being made): no endless lookup
+            raise AttributeError(name)
         return getattr(self._storage, name)
 
     def _dirs(self, study_id: int) -> list[StudyDirection]:

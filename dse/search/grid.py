@@ -54,7 +54,7 @@ def store_grid(study: Study, frame: pd.DataFrame, url: str) -> int:
     identical grid is kept as it is."""
     import optuna
 
-    from dse.search.run import REASON, open_storage, open_study
+    from dse.search.run import attr_columns, open_storage, open_study, trial_attrs
 
     stored = open_study(study, open_storage(url), url)
     held = len(stored.get_trials(deepcopy=False))
@@ -66,6 +66,7 @@ def store_grid(study: Study, frame: pd.DataFrame, url: str) -> int:
     dists = study.distributions()
     goals = [f"objective.{g.name}" for g in study.goals]
     cons = [c for c in frame.columns if c.startswith("constraint.")]
+    attrs = attr_columns(frame.columns)
     worst = {"maximize": 0.0, "minimize": 1e30}
     batch = []
     records = frame.to_dict("records")
@@ -76,7 +77,8 @@ def store_grid(study: Study, frame: pd.DataFrame, url: str) -> int:
             params={p.path: _native(p, rec[p.column]) for p in study.params},
             distributions=dists, values=values,
             constraints={c.removeprefix("constraint."): float(rec[c]) for c in cons},
-            user_attrs={REASON: rec["reason"]} if rec["reason"] else None))
+            user_attrs=trial_attrs({c: rec[c] for c in attrs}, rec["feasible"],
+                                   rec["reason"])))
         if len(batch) >= 4096:
             stored.add_trials(batch)
             batch = []

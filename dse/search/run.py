@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import multiprocessing as mp
 import signal
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import optuna
@@ -34,7 +36,8 @@ from dse.search.space import Study
 JOURNAL = "study.journal"
 FINGERPRINT = "dse_fingerprint"
 SURPLUS = "dse_surplus"  # user attr of a trial asked past the budget by a worker (FAIL)
-REASON = "reason"
+REASON = "reason"  # user attr of an infeasible trial: why
+FEASIBLE = "feasible"  # user attr of every trial: the study's verdict
 # Database storages: a worker records a heartbeat per batch; a RUNNING trial without one for
 # GRACE_S seconds belongs to a killed worker and is failed (and its slot freed).
 HEARTBEAT_S, GRACE_S = 10, 60
@@ -170,15 +173,37 @@ def params_of(study: Study, trials: list[optuna.trial.BaseTrial]) -> dict[str, n
             for p in study.params}
 
 
+def attr_columns(columns: Iterable[str]) -> list[str]:
+    """The table columns a trial also carries as user attributes, by their table names: the
+    area per chip (`area_mm2`, mm2) and each workload's power per chip
+    (`<workload>.power_w`, W)."""
+    return [c for c in columns if c == "area_mm2" or c.endswith(".power_w")]
+
+
+def trial_attrs(values: Mapping[str, float], feasible: bool, reason: str) -> dict[str, Any]:
+    """A trial's user attributes: `values` (column -> value; `attr_columns`' only, each where
+    it exists), `feasible` (the study's verdict, which optuna-dashboard shows and `dse
+    dashboard` marks by) and, for an infeasible design, `reason`."""
+    out: dict[str, Any] = {c: float(v) for c, v in values.items() if math.isfinite(v)}
+    out[FEASIBLE] = bool(feasible)
+    if reason:
+        out[REASON] = str(reason)
+    return out
+
+
 def tell_batch(target: optuna.Study, study: Study, asked: list[optuna.Trial],
                outcome: Outcome) -> None:
-    """Constraints, reason and objectives of an evaluated batch, told to `target`."""
+    """Constraints (Optuna 5's `set_constraint`, by name), user attributes (`trial_attrs`)
+    and objectives of an evaluated batch, told to `target`."""
     told = outcome.told(study.directions)
+    cols = attr_columns(outcome.columns)
     for i, trial in enumerate(asked):
         for name, v in outcome.constraints.items():
             trial.set_constraint(name, float(v[i]))
-        if outcome.reason[i]:
-            trial.set_user_attr(REASON, str(outcome.reason[i]))
+        attrs = trial_attrs({c: outcome.columns[c][i] for c in cols},
+                            outcome.feasible[i], outcome.reason[i])
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
         target.tell(trial, told[i].tolist())
 
 

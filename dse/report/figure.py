@@ -138,7 +138,8 @@ def plain_number(v: float) -> str:
     if abs(v) >= 1000 or float(v).is_integer():
         return f"{v:,.0f}"
     digits = max(0, 2 - int(np.floor(np.log10(abs(v)))))
-    return f"{v:,.{digits}f}".rstrip("0").rstrip(".")
+    text = f"{v:,.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 @dataclass(frozen=True)
@@ -371,8 +372,9 @@ def place(anchors: Sequence[tuple[float, float]], sizes: Sequence[tuple[float, f
     than LEADER_GAP heights from its marker's edge (`reach` pixels from the anchor) gets a
     leader line (which crosses no label placed before); when no candidate is nearest its
     own anchor, the free one that comes closest (the largest margin of the nearest other
-    marker's distance over its own) is taken, with a leader line. None where nothing
-    fits."""
+    marker's distance over its own) is taken, with a leader line; when every leader line
+    out would cross a label (a ring of labels round one marker), the first free box with
+    one. None where nothing fits."""
     marks = np.asarray(markers if markers is not None else anchors, float).reshape(-1, 2)
     fixed = np.asarray(list(occupied), float).reshape(-1, 4)
     labels: list[Box] = []
@@ -393,6 +395,7 @@ def place(anchors: Sequence[tuple[float, float]], sizes: Sequence[tuple[float, f
     for (ax, ay), (w, h) in zip(anchors, sizes, strict=True):
         others = marks[np.hypot(marks[:, 0] - ax, marks[:, 1] - ay) > max(1.0, 2 * reach)]
         fallback: Placement | None = None
+        crossing: Placement | None = None
         best = -np.inf  # the fallback's margin: nearest other marker minus own distance
         chosen: Placement | None = None
         for gap in _GAPS:
@@ -403,6 +406,8 @@ def place(anchors: Sequence[tuple[float, float]], sizes: Sequence[tuple[float, f
                 leader = gap > LEADER_GAP
                 if leader and _segment_hits((ax, ay), nearest_point(box, ax, ay),
                                             np.array(labels).reshape(-1, 4)):
+                    if crossing is None:  # the last resort: a leader across a label
+                        crossing = Placement(box, True)
                     continue
                 own = box_distance(box, ax, ay)
                 margin = min((box_distance(box, mx, my) for mx, my in others),
@@ -414,7 +419,7 @@ def place(anchors: Sequence[tuple[float, float]], sizes: Sequence[tuple[float, f
                     fallback, best = Placement(box, True), margin
             if chosen is not None:
                 break
-        chosen = chosen or fallback
+        chosen = chosen or fallback or crossing
         if chosen is not None:
             labels.append(chosen.box)
             if chosen.leader:

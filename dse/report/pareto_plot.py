@@ -359,7 +359,9 @@ def draw_parallel(d: ParallelData, paths: list[Path]) -> None:
         return np.stack([np.broadcast_to(xs, pos.shape), pos], axis=-1)
 
     if len(d.background):
-        ax.add_collection(LineCollection(segments(d.background), colors="0.6", alpha=0.06,
+        # faint where thousands overlap, visible where there are few
+        alpha = float(np.clip(25.0 / len(d.background), 0.05, 0.5))
+        ax.add_collection(LineCollection(segments(d.background), colors="0.6", alpha=alpha,
                                          lw=0.6, zorder=1, rasterized=True))
     c_axis = d.axes[d.colour]
     norm = Normalize(c_axis.low / c_axis.scale.factor, c_axis.high / c_axis.scale.factor)

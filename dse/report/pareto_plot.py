@@ -346,6 +346,7 @@ def draw_parallel(d: ParallelData, paths: list[Path]) -> None:
     feasible designs in grey behind."""
     from matplotlib.collections import LineCollection
     from matplotlib.colors import Normalize
+    from matplotlib.ticker import FuncFormatter
 
     from dse.report.figure import DPI, image_format, pyplot
 
@@ -375,7 +376,8 @@ def draw_parallel(d: ParallelData, paths: list[Path]) -> None:
                                          zorder=3))
         ax.scatter(segs[..., 0].ravel(), segs[..., 1].ravel(),
                    c=np.repeat(colours, n, axis=0), s=10, zorder=4, lw=0)
-    fig.colorbar(sm, ax=ax, label=textwrap.fill(c_axis.label, 40), pad=0.01)
+    bar = fig.colorbar(sm, ax=ax, label=textwrap.fill(c_axis.label, 40), pad=0.01)
+    bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: plain_number(v)))
     for i, a in enumerate(d.axes):
         ax.axvline(i, color="0.3", lw=0.9, zorder=2)
         for t in a.ticks():

@@ -10,7 +10,6 @@ on `plot_app` with `@plot_app.command()` and `@cli_errors`.
 from __future__ import annotations
 
 import functools
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -108,6 +107,7 @@ def _evaluate(hardware: str, workload: str, scenario: str | None, phase: str | N
     chip's node is known); the evaluation and the line that says what ran."""
     import dse
     from dse.report import eval_view
+    from dse.report.figure import scenario_words
     from dse.spec.load import load_design
 
     spec, tech, no_power = load_design(hardware)
@@ -120,11 +120,7 @@ def _evaluate(hardware: str, workload: str, scenario: str | None, phase: str | N
     if not ev.feasible[0]:
         raise Infeasible(f"{ev.hardware} cannot run {ev.workload} [{ev.scenario_name}]: "
                          f"{ev.reason[0]}")
-    return ev, eval_view.title(eval_view.eval_document(ev, 0, no_power))
-
-
-def _title(first: str, what: str) -> str:
-    return first + "\n" + "\n".join(textwrap.wrap(what, 120))
+    return ev, scenario_words(eval_view.eval_document(ev, 0, no_power))
 
 
 @plot_app.command()
@@ -146,6 +142,7 @@ def roofline(
     import dse
     from dse.model.batch import design_batch
     from dse.report import roofline_plot as rp
+    from dse.report.figure import wrap_title
 
     if workload is None:
         given = {"--scenario": scenario, "--phase": phase, "--batch": batch,
@@ -164,7 +161,7 @@ def roofline(
         ev, what = _evaluate(hardware, workload, scenario, phase, batch, seq_in, seq_out,
                              precision, chips, tp, pp, sets)
         data = rp.roofline_data(ev.batch, ev,
-                                title=_title(f"Roofline of {ev.hardware}, per chip", what))
+                                title=wrap_title(f"Roofline of {ev.hardware}, per chip", what))
     rp.draw(data, path)
     ridges = ", ".join(f"{lv} {r:.3g}" for lv, r in data.ridges.items())
     typer.echo(f"{data.hardware}: {len(data.memory)} memory roofs, {len(data.compute)} "
@@ -193,13 +190,14 @@ def breakdown(
     import dse
     from dse import units
     from dse.report import breakdown_plot as bp
+    from dse.report.figure import wrap_title
 
     if top < 1:
         raise DseError(f"--top: expected a whole number >= 1, found {top}")
     path = _output(out, "breakdown", dse.load_hardware(hardware).name, workload)
     ev, what = _evaluate(hardware, workload, scenario, phase, batch, seq_in, seq_out,
                          precision, chips, tp, pp, sets)
-    data = bp.breakdown_data(ev, top=top, title=_title("Time by operator", what))
+    data = bp.breakdown_data(ev, top=top, title=wrap_title("Time by operator", what))
     bp.draw(data, path)
     shares = ", ".join(f"{r.bound} {bp.share_text(r.share)}" for r in data.by_bound.itertuples())
     typer.echo(f"step time per chip {units.format_quantity(data.total_s, units.TIME)}: "
@@ -237,9 +235,10 @@ def trends(
 
 
 def _axis(spec: str | None, default: str, objectives: dict[str, dict], columns: list[str],
-          option: str) -> tuple[str, str, bool | None]:
-    """(column, unit, maximize?) of a --x / --y value: an objective's name, or any column
-    of trials.parquet with :max or :min for the better direction."""
+          other: dict[str, str], option: str) -> tuple[str, str, bool | None]:
+    """(column, unit, maximize?) of a --x / --y value: an objective's name, or any numeric
+    column of trials.parquet with :max or :min for the better direction; `other`: the
+    columns that are not numbers, and what they hold."""
     text = spec or default
     name, _, way = text.partition(":")
     if name in objectives:
@@ -252,9 +251,39 @@ def _axis(spec: str | None, default: str, objectives: dict[str, dict], columns: 
         raise DseError(f"{option} {text}: not an objective or a column of trials.parquet"
                        f"{suggest(name, [*objectives, *columns])}; objectives: "
                        f"{', '.join(objectives)}")
+    if name in other:
+        numeric = [c for c in columns if c not in other]
+        raise DseError(f"{option} {text}: column '{name}' of trials.parquet holds "
+                       f"{other[name]}, not numbers; numeric columns: {', '.join(numeric)}")
     if way not in ("", "max", "min"):
         raise DseError(f"{option} {text}: expected COLUMN, COLUMN:max or COLUMN:min")
     return name, "", None if not way else way == "max"
+
+
+def _study_context(folder: Path, doc: dict) -> tuple[dict[str, float], str | None]:
+    """The budgets a study output folder records (area from run.json; the power cap from
+    study.resolved.yaml) and the name of its base design (None when not recorded)."""
+    import yaml
+
+    from dse.report.pareto_plot import power_budget
+
+    budgets = {}
+    if doc.get("area_budget_mm2") is not None:
+        budgets["area"] = float(doc["area_budget_mm2"])
+    base = None
+    try:
+        resolved = yaml.safe_load((folder / "study.resolved.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        resolved = None
+    if isinstance(resolved, dict):
+        constraints = resolved.get("constraints")
+        power = power_budget(constraints.get("power")) if isinstance(constraints, dict) \
+            else None
+        if power is not None:
+            budgets["power"] = power
+        if isinstance(resolved.get("base"), str):
+            base = Path(resolved["base"]).stem
+    return budgets, base
 
 
 @plot_app.command()
@@ -276,6 +305,7 @@ def pareto(
     import pandas as pd
 
     from dse.report import pareto_plot as pp
+    from dse.report.figure import describe_column
     from dse.search.pareto import front_mask
 
     needed = [folder / f for f in ("trials.parquet", "references.csv", "run.json")]
@@ -290,9 +320,13 @@ def pareto(
     refs = pd.read_csv(needed[1])
     names = list(objectives)
     cols = list(trials.columns)
-    xc, xu, xmax = _axis(x, names[0] if names else "", objectives, cols, "--x")
+    other = {c: "true/false" if pd.api.types.is_bool_dtype(trials[c]) else "text"
+             for c in cols if pd.api.types.is_bool_dtype(trials[c])
+             or not pd.api.types.is_numeric_dtype(trials[c])}
+    xc, xu, xmax = _axis(x, names[0] if names else "", objectives, cols, other, "--x")
     yc, yu, ymax = _axis(y, names[1] if len(names) > 1 else "area_mm2:min", objectives,
-                         cols, "--y")
+                         cols, other, "--y")
+    budgets, base = _study_context(folder, doc)
     ok = trials[trials["feasible"].astype(bool)]
     if xmax is None or ymax is None:
         front = ok.iloc[0:0]
@@ -300,9 +334,9 @@ def pareto(
         front = ok[front_mask(ok[[xc, yc]].to_numpy(float),
                               ["maximize" if xmax else "minimize",
                                "maximize" if ymax else "minimize"])]
-    d = pp.pareto_data(trials, front, refs, xc, yc, pp.label(xc, xu), pp.label(yc, yu),
-                       xmax, ymax,
-                       f"{doc['study']}: {len(trials):,} designs")
+    d = pp.pareto_data(trials, front, refs, xc, yc, describe_column(xc, xu, base),
+                       describe_column(yc, yu, base), xmax, ymax,
+                       f"{doc['study']}: {len(trials):,} designs", budgets)
     pp.draw_pareto(d, [path])
     typer.echo(f"{len(trials):,} designs, {len(ok):,} feasible, {len(front)} on the front of "
                f"{xc} and {yc}")

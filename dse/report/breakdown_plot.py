@@ -15,7 +15,7 @@ import pandas as pd
 
 from dse import units
 from dse.model import Evaluation
-from dse.report.figure import bound_colours
+from dse.report.figure import axis_scale, bound_colours, plain_number
 
 TOP_OPERATORS = 20  # bars drawn; the rest are folded into one "other" bar
 OTHER = "other"  # the bound shown for the folded bar
@@ -100,9 +100,14 @@ def draw(data: BreakdownData, path: Path) -> Path:
     ax.set_yticks(y, ops["name"], fontsize=8)
     ax.set_ylim(-0.6, n - 0.4)
     ax.set_xlim(0, longest * 1.22)
+    # ticks in one unit, the one the longest bar needs (ms for a 1.6 s axis would read
+    # 1,600: seconds then), named in the axis label
+    scale = axis_scale(units.TIME, [longest * 1.22])
     ax.xaxis.set_major_locator(MaxNLocator(6))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _time(v)))
-    ax.set_xlabel("time per step per chip (s), total over each operator's count")
+    ax.xaxis.set_major_formatter(FuncFormatter(
+        lambda v, _pos: plain_number(round(v / scale.factor, 9))))
+    ax.set_xlabel(scale.label("time per step per chip") + ", total over each operator's "
+                  "count")
     ax.grid(True, axis="x", color="0.92", lw=0.6)
     ax.set_axisbelow(True)
     handles, labels = top.get_legend_handles_labels()

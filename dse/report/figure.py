@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from dse import units
 from dse.errors import DseError
@@ -83,45 +86,443 @@ def spread(values: Sequence[float], gap: float) -> list[float]:
     return out
 
 
+# ---- axis units and words -----------------------------------------------------------------
+
+_DECIMAL = (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3), ("", 1.0))
+_SMALL = (*_DECIMAL, ("m", 1e-3), ("\u00b5", 1e-6), ("n", 1e-9), ("p", 1e-12))
+_BINARY = (("Pi", 2.0**50), ("Ti", 2.0**40), ("Gi", 2.0**30), ("Mi", 2.0**20),
+           ("Ki", 2.0**10), ("", 1.0))
+FRACTION = "fraction"  # a unit text: a share, shown in percent
+
+
+def pretty_unit(unit: str) -> str:
+    """A unit as printed on a figure: mm2 -> mm², x base -> ×."""
+    return re.sub(r"(?<=[A-Za-z])2\b", "\u00b2", unit)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How an axis shows a quantity: the unit its tick numbers are in and the factor that
+    turns a stored (SI or mm²) value into that unit (divide by it)."""
+
+    unit: str
+    factor: float = 1.0
+
+    def label(self, words: str) -> str:
+        return f"{words} ({self.unit})" if self.unit else words
+
+
+def axis_scale(kind: units.Kind | str, values: Any) -> Scale:
+    """The unit an axis of `values` shows: a kind gets the prefix that puts the largest
+    magnitude between 1 and 1000 (binary prefixes for a capacity: 16 MiB - 1 GiB in MiB);
+    a unit text is shown as it is ('tokens/s'); a fraction in percent."""
+    if isinstance(kind, str):
+        return Scale("%", 0.01) if kind == FRACTION else Scale(pretty_unit(kind))
+    v = np.abs(np.asarray(values, float)).ravel()
+    v = v[np.isfinite(v) & (v > 0)]
+    if kind.prefixes == "none" or not len(v):
+        return Scale(pretty_unit(kind.unit))
+    table = (_BINARY if kind.prefixes == "binary" else _SMALL if kind.prefixes == "small"
+             else _DECIMAL)
+    top = float(v.max())
+    prefix, factor = next(((p, f) for p, f in table if top >= f * 0.9995), table[-1])
+    return Scale(pretty_unit(prefix + kind.unit), factor)
+
+
+def plain_number(v: float) -> str:
+    """A tick number for people: 1,024, 0.0156, 1.36, 10,106 (never 1e+04)."""
+    if not np.isfinite(v):
+        return str(v)
+    if v == 0:
+        return "0"
+    if abs(v) >= 1000 or float(v).is_integer():
+        return f"{v:,.0f}"
+    digits = max(0, 2 - int(np.floor(np.log10(abs(v)))))
+    text = f"{v:,.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+@dataclass(frozen=True)
+class Column:
+    """What a column of a study's tables holds, for an axis: words, a unit (a kind, whose
+    prefix the data picks, or a unit text) and the budget it is held to (`area`, `power`:
+    the study's constraint on it), if any."""
+
+    words: str
+    unit: units.Kind | str
+    budget: str | None = None
+
+    def scale(self, values: Any) -> Scale:
+        return axis_scale(self.unit, values)
+
+    def label(self, values: Any) -> str:
+        return self.scale(values).label(self.words)
+
+
+# Metrics of a study's tables (`<workload>.<metric>`, or the design's own): words, unit.
+METRIC_WORDS: dict[str, tuple[str, units.Kind | str]] = {
+    "output_tokens_per_s": ("output", "tokens/s"),
+    "samples_per_s": ("throughput", "samples/s"),
+    "tokens_per_s": ("training throughput", "tokens/s"),
+    "tokens_per_s_per_chip": ("throughput per chip", "tokens/s"),
+    "decode_tokens_per_s": ("decode rate per sequence", "tokens/s"),
+    "achieved_flop_per_s": ("achieved compute", units.FLOP_RATE),
+    "model_flop_per_s_per_chip": ("model compute per chip", units.FLOP_RATE),
+    "hardware_flop_per_s_per_chip": ("hardware compute per chip", units.FLOP_RATE),
+    "mfu": ("MFU", FRACTION),
+    "power_w": ("power per chip", units.POWER),
+    "clock_hz": ("clock", units.FREQUENCY),
+    "energy_per_token_j": ("energy per token (system)", units.ENERGY),
+    "energy_per_sample_j": ("energy per sample (system)", units.ENERGY),
+    "energy_per_step_j": ("energy per step (system)", units.ENERGY),
+    "ttft_s": ("time to first token", units.TIME),
+    "tpot_s": ("time per output token", units.TIME),
+    "latency_s": ("latency", units.TIME),
+    "step_time_s": ("step time", units.TIME),
+    "sequences": ("sequences per replica", ""),
+    "area_mm2": ("area per chip", units.AREA),
+    "die_mm2": ("area per die", units.AREA),
+    "micro_batch": ("micro-batch", ""),
+    "microbatches": ("micro-batches per step", ""),
+    "virtual_stages": ("virtual pipeline stages", ""),
+    "zero": ("ZeRO stage", ""),
+}
+# constraint.<name> columns: how far a design is past each limit (<= 0: within it).
+CONSTRAINT_WORDS: dict[str, tuple[str, units.Kind | str]] = {
+    "area_mm2": ("area over the budget", units.AREA),
+    "reticle_mm2": ("die over the reticle", units.AREA),
+    "shoreline_mm2": ("padding for the die edge", units.AREA),
+    "unfit_workloads": ("workloads that do not run", ""),
+    "power_w": ("power over the cap", units.POWER),
+}
+# An objective's unit text (`Goal.unit`) that is a kind with prefixes.
+_UNIT_KINDS: dict[str, units.Kind] = {"FLOP/s": units.FLOP_RATE, "J": units.ENERGY,
+                                      "s": units.TIME, "W": units.POWER, "mm2": units.AREA}
+# The budget a quantity is held to, by its unit.
+_BUDGET_OF_KIND = {units.AREA.suffix: "area", units.POWER.suffix: "power"}
+
+
+def _hardware_column(column: str) -> tuple[str, units.Kind | None] | None:
+    """(path, kind) of a hardware parameter's column (`memory.L2.capacity_bytes`)."""
+    from dse.spec.vocabulary import column_name, terms
+
+    if "." not in column:
+        return None
+    for kind in sorted((k for k in units.KINDS if k.suffix), key=lambda k: -len(k.suffix)):
+        if column.endswith("_" + kind.suffix):
+            path = column[:-len(kind.suffix) - 1]
+            if column_name(path) == column:
+                return path, kind
+    if column_name(column) == column and any(
+            p.split(".")[0] == column.split(".")[0] for p in terms()):
+        return column, None
+    return None
+
+
+def hardware_words(path: str) -> str:
+    """A design parameter in words: memory.L2.capacity -> 'L2 capacity'."""
+    return path.removeprefix("memory.").replace(".", " ").replace("_", " ")
+
+
+def describe_column(column: str, unit: str | None = None, base: str | None = None
+                    ) -> Column:
+    """Words and unit of a column of a study's tables: objectives (`unit` from the study;
+    'x base' names the `base` design), metrics per workload (`llama2-70b-decode.
+    output_tokens_per_s` -> 'llama2-70b-decode output', tokens/s), the design's area,
+    constraint margins and hardware parameters (`memory.L2.capacity_bytes` -> 'L2
+    capacity', a capacity)."""
+    if column.startswith("objective."):
+        words = column.removeprefix("objective.").replace("_", " ")
+        text = unit or ""
+        if text == "x base":
+            return Column(words, f"\u00d7 {base}" if base else "\u00d7 base")
+        kind = _UNIT_KINDS.get(text)
+        budget = _BUDGET_OF_KIND.get(kind.suffix) if kind is not None else None
+        return Column(words, kind if kind is not None else text, budget)
+    if column.startswith("constraint."):
+        name = column.removeprefix("constraint.")
+        words, u = CONSTRAINT_WORDS.get(name, (name.replace("_", " "), ""))
+        return Column(words, u)
+    if column == "number":
+        return Column("trial", "")
+    hardware = _hardware_column(column)
+    if hardware is not None:
+        path, kind = hardware
+        return Column(hardware_words(path), kind or "")
+    job, dot, metric = column.rpartition(".")
+    name = metric if dot else column
+    if name in METRIC_WORDS:
+        words, u = METRIC_WORDS[name]
+    else:
+        m = re.fullmatch(r"memory_(\w+)_bytes", name)
+        if m:
+            words, u = f"{m.group(1).replace('_', ' ')} memory per chip", units.BYTES
+        else:
+            kind = next((k for k in sorted(units.KINDS, key=lambda k: -len(k.suffix))
+                         if k.suffix and name.endswith("_" + k.suffix)), None)
+            stem = name[:-len(kind.suffix) - 1] if kind is not None else name
+            words, u = stem.replace("_", " "), kind if kind is not None else ""
+    budget = _BUDGET_OF_KIND.get(u.suffix) if isinstance(u, units.Kind) else None
+    if name == "die_mm2":
+        budget = None  # the area budget holds a chip's dies together, not one
+    return Column(f"{job} {words}" if dot else words, u, budget)
+
+
+def scenario_words(doc: dict[str, Any]) -> str:
+    """What ran, in words, for a plot's title (from `eval_view.eval_document`):
+    'llama2-70b, decode: batch 1, 5 prompt tokens, 200 output tokens, w8a16 (scenario
+    chat-decode-int8) on h100-sxm, 1 chip; changed: compute units 96'."""
+    from dse.report.eval_view import hardware_value
+    from dse.sweep import SCENARIO_FIELDS
+
+    sc = doc["scenario"]
+    prompt = "prompt tokens" if sc["phase"] in ("decode", "serve") else "tokens per sequence"
+    text = re.sub(r"\bseq_in (\d+)", rf"\1 {prompt}", sc["description"])
+    text = re.sub(r"\bseq_out (\d+)", r"\1 output tokens", text)
+    text = text.replace("engine default", "the default serving engine")
+    text = re.sub(r"\b(\w+)=(\S+)", lambda m: f"{m.group(1).replace('_', ' ')} "
+                  f"{m.group(2)}", text)
+    phase, _, rest = text.partition(", ")
+    chips = sc["chips"]
+    parallel = f"{chips} chips" + (f" (tensor-parallel {sc['tp']}, pipeline-parallel "
+                                  f"{sc['pp']})" if sc["tp"] > 1 or sc["pp"] > 1 else "")
+    out = (f"{doc['workload']}, {phase}" + (f": {rest}" if rest else "")
+           + f" (scenario {sc['name']}) on {doc['hardware']}, "
+           + ("1 chip" if chips == 1 else parallel))
+    changed = [f"{hardware_words(k)} {hardware_value(k, v)}"
+               for k, v in doc["overrides"].items() if k not in SCENARIO_FIELDS]
+    return out + (f"; changed: {', '.join(changed)}" if changed else "")
+
+
+def wrap_title(first: str, what: str, width: int = 110) -> str:
+    """A title's first line and `what` wrapped at `width` characters (never inside a
+    hyphenated name)."""
+    import textwrap
+
+    return "\n".join([first, *textwrap.wrap(what, width, break_on_hyphens=False)])
+
+
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in display pixels
 
-# Offsets (in label heights) tried in turn around an anchor: right, left, above, below,
-# the diagonals, then the same further out.
-_CANDIDATES = tuple((dx * r, dy * r) for r in (0.6, 1.5, 2.8, 4.5)
-                    for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (-1, 1),
-                                   (1, -1), (-1, -1)))
+# Gaps between a marker's edge and its label's box, in label heights, tried in turn
+# (nearest first); a label further out than LEADER_GAP gets a leader line to its marker.
+_GAPS = (0.15, 0.5, 1.1, 1.8, 2.6, 3.6, 5.0, 7.0, 9.5, 13.0, 17.0)
+LEADER_GAP = 0.3
+# Directions around an anchor, in the order tried: right, left, above, below, the
+# diagonals, then the eight between them (degrees).
+_ANGLES = (0, 180, 90, 270, 45, 135, 315, 225, 22.5, 157.5, 337.5, 202.5, 67.5, 112.5,
+           292.5, 247.5)
 
 
 def _overlaps(a: Box, b: Box) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
-def place_labels(anchors: Sequence[tuple[float, float]], sizes: Sequence[tuple[float, float]],
-                 occupied: Sequence[Box] = (), frame: Box | None = None
-                 ) -> list[tuple[float, float] | None]:
-    """Greedy label placement (pixels): for each anchor in order (most important first) the
-    first candidate offset whose box (`sizes`: width, height) overlaps no placed or
-    `occupied` box and stays inside `frame`; None where no candidate fits. Returns the
-    lower-left corner of each label box."""
-    taken = list(occupied)
-    out: list[tuple[float, float] | None] = []
+def box_distance(box: Box, x: float, y: float) -> float:
+    """Pixels from the point (x, y) to the nearest point of `box` (0 inside it)."""
+    dx = max(box[0] - x, 0.0, x - box[2])
+    dy = max(box[1] - y, 0.0, y - box[3])
+    return float(np.hypot(dx, dy))
+
+
+def nearest_point(box: Box, x: float, y: float) -> tuple[float, float]:
+    """The point of `box` nearest to (x, y): where a leader line from there meets it."""
+    return min(max(x, box[0]), box[2]), min(max(y, box[1]), box[3])
+
+
+def _candidate(ax: float, ay: float, w: float, h: float, gap: float, angle: float) -> Box:
+    """The box of size w x h whose near side lies `gap` pixels from the anchor in the
+    direction `angle`, sliding around a rectangle (so diagonals touch by a corner)."""
+    c, s = np.cos(np.radians(angle)), np.sin(np.radians(angle))
+    m = max(abs(c), abs(s))
+    c, s = (0.0 if abs(c) < 1e-9 else c / m), (0.0 if abs(s) < 1e-9 else s / m)
+    cx, cy = ax + c * (gap + w / 2), ay + s * (gap + h / 2)
+    return (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)
+
+
+def _segment_hits(p: tuple[float, float], q: tuple[float, float], boxes: np.ndarray) -> bool:
+    """Whether the segment p-q passes through any of `boxes` ([B, 4]), by sampling it."""
+    if not len(boxes):
+        return False
+    t = np.linspace(0.05, 0.95, 12)[:, None]
+    xs, ys = p[0] + t * (q[0] - p[0]), p[1] + t * (q[1] - p[1])
+    inside = ((xs > boxes[:, 0]) & (xs < boxes[:, 2]) & (ys > boxes[:, 1])
+              & (ys < boxes[:, 3]))
+    return bool(inside.any())
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a label went: its box (pixels) and whether it needs a leader line."""
+
+    box: Box
+    leader: bool
+
+
+def place(anchors: Sequence[tuple[float, float]], sizes: Sequence[tuple[float, float]],
+          occupied: Sequence[Box] = (), frame: Box | None = None,
+          markers: Sequence[tuple[float, float]] | None = None, reach: float = 0.0
+          ) -> list[Placement | None]:
+    """Greedy, deterministic label placement (pixels). For each anchor in order (most
+    important first), the nearest candidate box (`sizes`: width, height) around it that
+    overlaps no `occupied` box, no label placed before and no leader line drawn before,
+    stays inside `frame`, and lies nearer its own anchor than any other of `markers`
+    (default: the anchors; markers that overlap the anchor's, within 2 x `reach`, share its
+    spot). A label further
+    than LEADER_GAP heights from its marker's edge (`reach` pixels from the anchor) gets a
+    leader line (which crosses no label placed before); when no candidate is nearest its
+    own anchor, the free one that comes closest (the largest margin of the nearest other
+    marker's distance over its own) is taken, with a leader line; when every leader line
+    out would cross a label (a ring of labels round one marker), the first free box with
+    one. None where nothing fits."""
+    marks = np.asarray(markers if markers is not None else anchors, float).reshape(-1, 2)
+    fixed = np.asarray(list(occupied), float).reshape(-1, 4)
+    labels: list[Box] = []
+    leaders: list[tuple[tuple[float, float], tuple[float, float]]] = []
+    out: list[Placement | None] = []
+
+    def free(box: Box) -> bool:
+        if frame is not None and not (frame[0] <= box[0] and box[2] <= frame[2]
+                                      and frame[1] <= box[1] and box[3] <= frame[3]):
+            return False
+        if len(fixed) and bool(((box[0] < fixed[:, 2]) & (fixed[:, 0] < box[2])
+                                & (box[1] < fixed[:, 3]) & (fixed[:, 1] < box[3])).any()):
+            return False
+        if any(_overlaps(box, b) for b in labels):
+            return False
+        return not any(_segment_hits(p, q, np.array([box])) for p, q in leaders)
+
     for (ax, ay), (w, h) in zip(anchors, sizes, strict=True):
-        placed = None
-        for dx, dy in _CANDIDATES:
-            # right of the anchor: box starts there; left: box ends there; centred in y
-            x0 = ax + dx * h if dx > 0 else ax + dx * h - w if dx < 0 else ax - w / 2
-            y0 = ay + dy * h - h / 2 + (h / 2 if dy > 0 else -h / 2 if dy < 0 else 0.0)
-            box = (x0, y0, x0 + w, y0 + h)
-            if frame is not None and not (frame[0] <= box[0] and box[2] <= frame[2]
-                                          and frame[1] <= box[1] and box[3] <= frame[3]):
-                continue
-            if any(_overlaps(box, t) for t in taken):
-                continue
-            placed = (x0, y0)
-            taken.append(box)
-            break
-        out.append(placed)
+        others = marks[np.hypot(marks[:, 0] - ax, marks[:, 1] - ay) > max(1.0, 2 * reach)]
+        fallback: Placement | None = None
+        crossing: Placement | None = None
+        best = -np.inf  # the fallback's margin: nearest other marker minus own distance
+        chosen: Placement | None = None
+        for gap in _GAPS:
+            for angle in _ANGLES:
+                box = _candidate(ax, ay, w, h, reach + gap * h, angle)
+                if not free(box):
+                    continue
+                leader = gap > LEADER_GAP
+                if leader and _segment_hits((ax, ay), nearest_point(box, ax, ay),
+                                            np.array(labels).reshape(-1, 4)):
+                    if crossing is None:  # the last resort: a leader across a label
+                        crossing = Placement(box, True)
+                    continue
+                own = box_distance(box, ax, ay)
+                margin = min((box_distance(box, mx, my) for mx, my in others),
+                             default=np.inf) - own
+                if margin > 1.0:
+                    chosen = Placement(box, leader)
+                    break
+                if margin > best:  # the least mistakable of the others, by a leader
+                    fallback, best = Placement(box, True), margin
+            if chosen is not None:
+                break
+        chosen = chosen or fallback or crossing
+        if chosen is not None:
+            labels.append(chosen.box)
+            if chosen.leader:
+                leaders.append(((ax, ay), nearest_point(chosen.box, ax, ay)))
+        out.append(chosen)
     return out
+
+
+def place_labels(anchors: Sequence[tuple[float, float]], sizes: Sequence[tuple[float, float]],
+                 occupied: Sequence[Box] = (), frame: Box | None = None,
+                 markers: Sequence[tuple[float, float]] | None = None
+                 ) -> list[tuple[float, float] | None]:
+    """`place`, as the lower-left corner of each label box (None where nothing fits)."""
+    return [None if p is None else (p.box[0], p.box[1])
+            for p in place(anchors, sizes, occupied, frame, markers)]
+
+
+def freeze_layout(fig: Any) -> Any:
+    """Lay `fig` out once and keep it so (pixel positions computed now stay true when it is
+    saved); returns its renderer."""
+    fig.canvas.draw()
+    fig.set_layout_engine("none")
+    return fig.canvas.get_renderer()
+
+
+def boxes_of(artists: Sequence[Any], renderer: Any, pad: float = 2.0) -> list[Box]:
+    """The pixel boxes of drawn artists (a legend, texts), padded."""
+    out = []
+    for a in artists:
+        if a is None or not a.get_visible():
+            continue
+        b = a.get_window_extent(renderer)
+        out.append((b.x0 - pad, b.y0 - pad, b.x1 + pad, b.y1 + pad))
+    return out
+
+
+def line_boxes(ax: Any, xs: Sequence[float], ys: Sequence[float], samples: int = 150,
+               half: float = 2.0) -> list[Box]:
+    """A drawn line (data coordinates, straight between points on the axes' scales) as a
+    row of small pixel boxes, for labels to keep off it."""
+    pts = ax.transData.transform(np.column_stack([np.asarray(xs, float),
+                                                  np.asarray(ys, float)]))
+    pts = pts[np.isfinite(pts).all(axis=1)]
+    if len(pts) < 2:
+        return [(x - half, y - half, x + half, y + half) for x, y in pts]
+    seg = np.linalg.norm(np.diff(pts, axis=0), axis=1)
+    along = np.concatenate([[0.0], np.cumsum(seg)])
+    t = np.linspace(0.0, along[-1], max(samples, 2))
+    px, py = np.interp(t, along, pts[:, 0]), np.interp(t, along, pts[:, 1])
+    return [(x - half, y - half, x + half, y + half) for x, y in zip(px, py, strict=True)]
+
+
+def label_markers(fig: Any, ax: Any, items: Sequence[tuple[str, float, float]],
+                  renderer: Any, occupied: Sequence[Box] = (),
+                  markers: Sequence[tuple[float, float]] | None = None,
+                  fontsize: float = 8.0, colours: Sequence[str] | None = None,
+                  marker_px: float = 4.0, background: bool = False) -> list[Any | None]:
+    """Name each marker (text, x, y in data coordinates) with an annotation that overlaps
+    no other label, no `occupied` box and no marker, lies nearest its own marker (of
+    `markers`, pixels; default the items'), and has a thin leader line to it where it had to
+    move away. The annotation's `xy` is its marker. Returns the annotations (None where no
+    place was found). Call after the layout is frozen (`freeze_layout`)."""
+    if not items:
+        return []
+    anchors = ax.transData.transform([(x, y) for _, x, y in items])
+    pad = 2.0 if background else 1.0
+    sizes = []
+    for text, _, _ in items:
+        t = ax.text(0, 0, text, fontsize=fontsize)
+        b = t.get_window_extent(renderer)
+        t.remove()
+        sizes.append((b.width + 2 * pad, b.height + 2 * pad))
+    own = [(x - marker_px, y - marker_px, x + marker_px, y + marker_px) for x, y in anchors]
+    spots = place([tuple(a) for a in anchors], sizes, [*occupied, *own],
+                  _frame(ax, renderer), markers if markers is not None
+                  else [tuple(a) for a in anchors], reach=marker_px)
+    to_points = 72.0 / fig.dpi
+    out = []
+    for k, ((text, x, y), spot, (px, py)) in enumerate(zip(items, spots, anchors,
+                                                           strict=True)):
+        if spot is None:
+            out.append(None)
+            continue
+        cx, cy = (spot.box[0] + spot.box[2]) / 2, (spot.box[1] + spot.box[3]) / 2
+        colour = colours[k] if colours is not None else "black"
+        arrow = dict(arrowstyle="-", color="0.45", lw=0.6, shrinkA=0,
+                     shrinkB=marker_px * to_points) if spot.leader else None
+        # the box also clips the leader line at the label's edge (without one matplotlib
+        # draws it from the text's centre, through the text)
+        box = dict(boxstyle=f"square,pad={pad * to_points / fontsize:.3f}",
+                   fc="white" if background else "none", ec="none",
+                   alpha=0.85 if background else None)
+        out.append(ax.annotate(text, (x, y), xytext=((cx - px) * to_points,
+                                                     (cy - py) * to_points),
+                               textcoords="offset points", ha="center", va="center",
+                               fontsize=fontsize, color=colour, arrowprops=arrow, bbox=box,
+                               zorder=8, annotation_clip=False))
+    return out
+
+
+def _frame(ax: Any, renderer: Any) -> Box:
+    b = ax.get_window_extent(renderer)
+    return (b.x0 + 1, b.y0 + 1, b.x1 - 1, b.y1 - 1)
 
 
 def pyplot() -> Any:

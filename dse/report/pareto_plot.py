@@ -1,168 +1,465 @@
-"""Pareto plot of a study (every design, infeasible ones faded, the front drawn, the
-reference chips marked by name) and a parallel-coordinates plot of the front's parameters.
-Data first (pure, tested), drawing second (matplotlib Agg, imported lazily)."""
+"""Pareto plot of a study (every design, infeasible ones faded, the front drawn, the study's
+budgets on their axes, the reference chips marked and named) and a parallel-coordinates plot
+of the front's designs (each parameter and each objective an axis, in human units). Data
+first (pure, tested), drawing second (matplotlib Agg, imported lazily)."""
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+from dse import units
+from dse.report.figure import Column, Scale, describe_column, plain_number
+
+if TYPE_CHECKING:
+    from dse.search.outputs import Tables
+    from dse.search.space import Study
+
+# Reference chips: one marker shape and colour each (none used for the designs).
+REF_MARKERS = ("*", "D", "s", "^", "v", "P", "X", "p")
+REF_COLOURS = ("black", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+               "#7f7f7f")
+REF_SIZE = {"*": 130, "P": 70, "X": 70, "p": 70}  # marker area (pt²), shapes look alike
+BUDGET_COLOUR = "#d62728"
+BUDGET_WORDS = {"area": "area budget", "power": "power cap"}
+PARALLEL_BACKGROUND = 20_000  # feasible designs drawn behind the front at most
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A study's budget drawn on an axis: its value in the axis's unit and its label."""
+
+    axis: str  # "x" or "y"
+    value: float
+    text: str
 
 
 @dataclass(frozen=True)
 class ParetoData:
     x: str  # column names
     y: str
-    x_label: str
+    x_label: str  # words and the unit the axis's numbers are in
     y_label: str
     x_max: bool | None  # the better direction of each axis (None: not known, no arrow)
     y_max: bool | None
-    feasible: np.ndarray  # [F, 2]
+    feasible: np.ndarray  # [F, 2] in the axes' units
     infeasible: np.ndarray  # [I, 2] (only those with finite values)
     front: np.ndarray  # [P, 2] sorted along x
     references: list[tuple[str, float, float, bool]]  # name, x, y, feasible
     title: str
+    budgets: tuple[Budget, ...] = ()
 
 
 def label(column: str, unit: str) -> str:
-    name = column.removeprefix("objective.").replace("_", " ")
-    return f"{name} ({unit})" if unit else name
+    """An axis label of a column in words with its unit (values as stored)."""
+    return describe_column(column, unit).label([])
+
+
+def budget_text(kind: str, value: float, scale: Scale) -> str:
+    """'area budget 757 mm²': a budget in the axis's unit."""
+    return f"{BUDGET_WORDS[kind]} {value / scale.factor:,.4g} {scale.unit}".strip()
 
 
 def pareto_data(trials: pd.DataFrame, front: pd.DataFrame, refs: pd.DataFrame, x: str,
-                y: str, x_label: str, y_label: str, x_max: bool | None, y_max: bool | None,
-                title: str
+                y: str, x_col: Column, y_col: Column, x_max: bool | None,
+                y_max: bool | None, title: str, budgets: dict[str, float] | None = None
                 ) -> ParetoData:
-    """Points of a Pareto plot of columns `x` and `y`."""
+    """Points of a Pareto plot of columns `x` and `y` (described by `x_col`, `y_col`), in
+    the units their axes show; `budgets` (kind -> value in the stored unit: area mm²,
+    power W) become lines on the axes held to them."""
     for col in (x, y):
         if col not in trials:
             raise KeyError(col)
+    everything = [trials[[x, y]].to_numpy(float)] if len(trials) else []
+    if len(refs) and x in refs and y in refs:
+        everything.append(refs[[x, y]].to_numpy(float))
+    values = np.vstack(everything) if everything else np.zeros((0, 2))
+    sx, sy = x_col.scale(values[:, 0]), y_col.scale(values[:, 1])
+    factor = np.array([sx.factor, sy.factor])
 
     def pts(frame: pd.DataFrame) -> np.ndarray:
-        v = frame[[x, y]].to_numpy(float) if len(frame) else np.zeros((0, 2))
+        v = frame[[x, y]].to_numpy(float) / factor if len(frame) else np.zeros((0, 2))
         return v[np.isfinite(v).all(axis=1)]
 
     ok = trials["feasible"].astype(bool) if len(trials) else pd.Series(dtype=bool)
     f = pts(front)
-    f = f[np.argsort(f[:, 0])] if len(f) else f
-    references = [(str(r["chip"]), float(r.get(x, np.nan)), float(r.get(y, np.nan)),
-                   bool(r["feasible"])) for _, r in refs.iterrows()] if len(refs) else []
-    return ParetoData(x, y, x_label, y_label, x_max, y_max, pts(trials[ok]), pts(trials[~ok]),
-                      f, references, title)
+    f = f[np.argsort(f[:, 0], kind="stable")] if len(f) else f
+    references = [(str(r["chip"]), float(r.get(x, np.nan)) / sx.factor,
+                   float(r.get(y, np.nan)) / sy.factor, bool(r["feasible"]))
+                  for _, r in refs.iterrows()] if len(refs) else []
+    lines = tuple(Budget(axis, budgets[col.budget] / s.factor,
+                         budget_text(col.budget, budgets[col.budget], s))
+                  for axis, col, s in (("x", x_col, sx), ("y", y_col, sy))
+                  if budgets and col.budget in budgets)
+    return ParetoData(x, y, sx.label(x_col.words), sy.label(y_col.words), x_max, y_max,
+                      pts(trials[ok]), pts(trials[~ok]), f, references, title, lines)
 
 
-def _label_references(fig, ax, placed: list[tuple[str, float, float]]) -> None:
-    """Name each reference chip beside its marker, trying a few offsets so that no two
-    names overlap (chips with near-equal results sit on top of each other)."""
-    offsets = [(8, 6, "left"), (8, -14, "left"), (-8, 6, "right"), (-8, -14, "right"),
-               (8, 20, "left"), (8, -28, "left")]
-    renderer = fig.canvas.get_renderer()
-    boxes = []
-    for name, x, y in placed:
-        for dx, dy, ha in offsets:
-            text = ax.annotate(name, (x, y), xytext=(dx, dy), textcoords="offset points",
-                               fontsize=9, ha=ha)
-            box = text.get_window_extent(renderer)
-            if not any(box.overlaps(b) for b in boxes):
-                boxes.append(box)
-                break
-            text.remove()
-        else:
-            boxes.append(ax.annotate(name, (x, y), xytext=offsets[0][:2],
-                                     textcoords="offset points", fontsize=9
-                                     ).get_window_extent(renderer))
+def _draw_budget(ax: Any, b: Budget) -> Any:
+    """The budget's line across the axes and the side beyond it shaded; returns its label
+    (placed by `_place_budget` once the layout is known)."""
+    from matplotlib.transforms import blended_transform_factory
+
+    line, span, lim = ((ax.axhline, ax.axhspan, ax.get_ylim) if b.axis == "y"
+                       else (ax.axvline, ax.axvspan, ax.get_xlim))
+    line(b.value, color=BUDGET_COLOUR, ls="--", lw=1.0, zorder=4)
+    low, high = lim()
+    if high > b.value:  # area and power budgets are upper limits
+        span(b.value, high, color=BUDGET_COLOUR, alpha=0.04, lw=0, zorder=0)
+        (ax.set_ylim if b.axis == "y" else ax.set_xlim)(low, high)
+    if b.axis == "y":
+        where = blended_transform_factory(ax.transAxes, ax.transData)
+        return ax.text(0.99, b.value, b.text, transform=where, ha="right", va="bottom",
+                       fontsize=8, color=BUDGET_COLOUR, zorder=7, bbox=_WHITE)
+    where = blended_transform_factory(ax.transData, ax.transAxes)
+    return ax.text(b.value, 0.99, b.text, transform=where, ha="right", va="top",
+                   rotation=90, fontsize=8, color=BUDGET_COLOUR, zorder=7, bbox=_WHITE)
+
+
+_WHITE = dict(boxstyle="square,pad=0.15", fc="white", ec="none", alpha=0.85)
+
+
+def _place_budget(text: Any, axis: str, renderer: Any, occupied: list) -> None:
+    """Slide a budget's label along its line (from the far end) to the first spot, on
+    either side of the line, that overlaps nothing in `occupied` (pixel boxes)."""
+    from dse.report.figure import boxes_of
+
+    value = text.get_position()[1 if axis == "y" else 0]
+    for along in (0.99, 0.75, 0.5, 0.25, 0.01):
+        for side in ("bottom", "top") if axis == "y" else ("right", "left"):
+            end = "right" if along > 0.5 else "left"
+            if axis == "y":
+                text.set_position((along, value))
+                text.set_ha(end)
+                text.set_va(side)
+            else:
+                text.set_position((value, along))
+                text.set_va("top" if along > 0.5 else "bottom")
+                text.set_ha(side)
+            box = boxes_of([text], renderer, pad=1.0)[0]
+            if not any(box[0] < o[2] and o[0] < box[2] and box[1] < o[3] and o[1] < box[3]
+                       for o in occupied):
+                return
+    text.set_position((0.99, value) if axis == "y" else (value, 0.99))
+    text.set_ha("right")
+    text.set_va("bottom" if axis == "y" else "top")
 
 
 def draw_pareto(d: ParetoData, paths: list[Path]) -> None:
     """The plot to each of `paths` (PNG, SVG or PDF by extension)."""
-    import matplotlib
+    from matplotlib.colors import to_rgb
+    from matplotlib.ticker import FuncFormatter
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from dse.report.figure import (
+        DPI,
+        boxes_of,
+        freeze_layout,
+        image_format,
+        label_markers,
+        line_boxes,
+        pyplot,
+    )
 
-    fig, ax = plt.subplots(figsize=(7.5, 5.5), constrained_layout=True)
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 5.5), layout="constrained")
     if len(d.infeasible):
         ax.scatter(d.infeasible[:, 0], d.infeasible[:, 1], s=6, color="0.75", alpha=0.35,
-                   lw=0, label=f"infeasible ({len(d.infeasible)})", rasterized=True)
+                   lw=0, label=f"infeasible ({len(d.infeasible):,})", rasterized=True)
     if len(d.feasible):
         ax.scatter(d.feasible[:, 0], d.feasible[:, 1], s=8, color="tab:blue", alpha=0.35,
-                   lw=0, label=f"feasible ({len(d.feasible)})", rasterized=True)
+                   lw=0, label=f"feasible ({len(d.feasible):,})", rasterized=True)
+    front_line = None
     if len(d.front):
-        ax.plot(d.front[:, 0], d.front[:, 1], "-o", color="tab:red", ms=4, lw=1.2,
-                label=f"Pareto front ({len(d.front)})",
-                # the edge of what the front dominates: between two front designs, the
-                # better y is the next design's when larger x is better, else this one's
-                drawstyle="steps-pre" if d.x_max else "steps-post")
-    markers = ["*", "D", "s", "^", "v", "P", "X"]
-    placed = []
+        # the edge of what the front dominates: between two front designs, the better y is
+        # the next design's when larger x is better, else this one's
+        front_line, = ax.plot(d.front[:, 0], d.front[:, 1], "-o", color="tab:red", ms=4,
+                              lw=1.2, label=f"Pareto front ({len(d.front)})",
+                              drawstyle="steps-pre" if d.x_max else "steps-post", zorder=3)
+    placed, missing = [], []
     for i, (name, x, y, ok) in enumerate(d.references):
         if not (np.isfinite(x) and np.isfinite(y)):
+            missing.append(name)
             continue
-        ax.scatter([x], [y], marker=markers[i % len(markers)], s=90, color="black",
-                   facecolor="black" if ok else "white", zorder=5,
+        colour = REF_COLOURS[i % len(REF_COLOURS)]
+        marker = REF_MARKERS[i % len(REF_MARKERS)]
+        # outlines in the chip's colour, faces see-through (none when it breaks a
+        # constraint), so chips at nearly one point all stay visible
+        ax.scatter([x], [y], marker=marker, s=REF_SIZE.get(marker, 55),
+                   facecolor=(*to_rgb(colour), 0.3) if ok else "none", edgecolor=colour,
+                   linewidth=1.4, zorder=6 + 0.01 * i,
                    label=name + ("" if ok else " (breaks a constraint)"))
-        placed.append((name, x, y))
-    _label_references(fig, ax, placed)
-    arrow = {True: "  →  better", False: "  ←  better", None: ""}
-    ax.set_xlabel(d.x_label + arrow[d.x_max])
-    ax.set_ylabel(d.y_label + arrow[d.y_max])
+        placed.append((name, x, y, colour))
+    budget_texts = [(_draw_budget(ax, b), b.axis) for b in d.budgets]
+    x_arrow = {True: "  \u2192  better", False: "  \u2190  better", None: ""}
+    y_arrow = {True: "  \u2191  better", False: "  \u2193  better", None: ""}
+    ax.set_xlabel(d.x_label + x_arrow[d.x_max])
+    ax.set_ylabel(d.y_label + y_arrow[d.y_max])
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(FuncFormatter(lambda v, _pos: plain_number(v)))
     ax.set_title(d.title, fontsize=11)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="best", framealpha=0.9)
-    for p in paths:
-        fig.savefig(p, dpi=150)
-    plt.close(fig)
+    legend = ax.legend(fontsize=8, loc="best", framealpha=0.9)
+    if missing:
+        fig.text(0.01, 0.005, "not on these axes (no value): " + ", ".join(missing),
+                 fontsize=7, color="0.35", ha="left", va="bottom")
+    renderer = freeze_layout(fig)
+    occupied = boxes_of([legend], renderer)
+    occupied += [(x - 6, y - 6, x + 6, y + 6)
+                 for x, y in ax.transData.transform([(x, y) for _, x, y, _ in placed]
+                                                    ).reshape(-1, 2)]
+    if front_line is not None:
+        xs, ys = front_line.get_xydata().T
+        # the corners of the drawn steps (steps-pre: up then across; steps-post: across
+        # then up)
+        rx, ry = np.repeat(xs, 2), np.repeat(ys, 2)
+        corners = (rx[:-1], ry[1:]) if d.x_max else (rx[1:], ry[:-1])
+        occupied += line_boxes(ax, *corners, samples=300)
+    for text, axis in budget_texts:
+        _place_budget(text, axis, renderer, occupied)
+        occupied += boxes_of([text], renderer)
+    label_markers(fig, ax, [(n, x, y) for n, x, y, _ in placed], renderer, occupied,
+                  fontsize=8.5, colours=[c for *_, c in placed], marker_px=5.0,
+                  background=True)
+    try:
+        for p in paths:
+            fig.savefig(p, format=image_format(p), dpi=DPI)
+    finally:
+        plt.close(fig)
+
+
+# ---- parallel coordinates ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ParallelAxis:
+    """One vertical axis: a parameter (the study's range) or an objective (the range of
+    the feasible designs), its numbers in `scale`'s unit, log-spaced where the study samples
+    it so."""
+
+    column: str
+    words: str
+    low: float  # stored units
+    high: float
+    scale: Scale
+    log: bool = False
+    integer: bool = False
+    better: str = ""  # "up" or "down" for an objective, "" for a parameter
+
+    @property
+    def label(self) -> str:
+        arrow = {"up": " \u2191 better", "down": " \u2193 better", "": ""}[self.better]
+        return self.scale.label(self.words) + arrow
+
+    def position(self, values: np.ndarray) -> np.ndarray:
+        """Heights 0 (low) to 1 (high) of stored values on this axis."""
+        v = np.asarray(values, float)
+        if self.log and self.low > 0:
+            lo, hi = np.log(self.low), np.log(self.high)
+            v = np.log(np.where(v > 0, v, np.nan))
+        else:
+            lo, hi = self.low, self.high
+        return (v - lo) / (hi - lo) if hi > lo else np.full(v.shape, 0.5)
+
+    def ticks(self) -> list[float]:
+        """Tick values (stored units): both ends of the range and round numbers of the
+        axis's unit between them (powers of two for a log capacity, of ten for other log
+        ranges, whole numbers for a whole-number parameter), none crowding another."""
+        from matplotlib.ticker import LogLocator, MaxNLocator
+
+        f = self.scale.factor
+        lo, hi = self.low / f, self.high / f
+        if hi <= lo:
+            return [self.low]
+        if self.log and lo > 0:
+            base = 2 if self.scale.unit.endswith("B") else 10
+            inner = [t for t in LogLocator(base=base, subs=(1.0,), numticks=60
+                                           ).tick_values(lo, hi) if lo < t < hi]
+            while len(inner) > 5:
+                inner = inner[1::2]
+        else:
+            inner = [t for t in MaxNLocator(5, integer=self.integer).tick_values(lo, hi)
+                     if lo < t < hi]
+        ends = [lo, hi]
+        far = [t for t in inner
+               if min(abs(float(self.position(np.array([t * f]))[0]) - e)
+                      for e in (0.0, 1.0)) > 0.09]
+        return [t * f for t in sorted(ends + far)]
+
+    def tick_text(self, value: float) -> str:
+        return plain_number(value / self.scale.factor)
 
 
 @dataclass(frozen=True)
 class ParallelData:
-    columns: list[str]  # parameter and objective columns
-    labels: list[str]
-    low: np.ndarray  # [C] axis ranges (the study's ranges for parameters)
-    high: np.ndarray
-    lines: np.ndarray  # [P, C] values of the front's designs
-    colour: np.ndarray  # [P] the first objective, for the colour scale
+    axes: list[ParallelAxis]
+    lines: np.ndarray  # [P, A] stored values of the front's designs
+    background: np.ndarray  # [B, A] stored values of other feasible designs (context)
+    colour: int  # index of the axis whose values colour the lines
     title: str
 
 
-def parallel_data(front: pd.DataFrame, columns: list[str], labels: list[str],
-                  low: list[float], high: list[float], colour: str, title: str
-                  ) -> ParallelData:
-    lines = front[columns].to_numpy(float) if len(front) else np.zeros((0, len(columns)))
-    return ParallelData(columns, labels, np.array(low, float), np.array(high, float), lines,
-                        front[colour].to_numpy(float) if len(front) else np.zeros(0), title)
+def objective_axis(column: str, unit: str, base: str | None, maximize: bool,
+                   values: np.ndarray) -> ParallelAxis:
+    """An objective's axis over `values` (the feasible designs' and the front's), 5%
+    margin when all are equal."""
+    c = describe_column(column, unit, base)
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    lo, hi = (float(v.min()), float(v.max())) if len(v) else (0.0, 1.0)
+    if hi <= lo:
+        pad = abs(lo) * 0.05 or 1.0
+        lo, hi = lo - pad, hi + pad
+    return ParallelAxis(column, c.words, lo, hi, c.scale(v), better="up" if maximize
+                        else "down")
 
 
-def draw_parallel(d: ParallelData, paths: list[Path], colour_label: str) -> None:
-    import matplotlib
+def parameter_axis(column: str, low: float, high: float, log: bool = False,
+                   integer: bool = False) -> ParallelAxis:
+    """A design parameter's axis over the study's range (a log range in the unit of its
+    low end: 16 MiB - 1 GiB in MiB)."""
+    c = describe_column(column)
+    return ParallelAxis(column, c.words, low, high, c.scale([low] if log else [low, high]),
+                        log, integer)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    span = np.where(d.high > d.low, d.high - d.low, 1.0)
-    norm = (d.lines - d.low) / span
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(d.columns)), 4.8),
-                           constrained_layout=True)
-    cmap = plt.get_cmap("viridis")
-    if len(d.colour):
-        c_lo, c_hi = float(np.nanmin(d.colour)), float(np.nanmax(d.colour))
-        c = (d.colour - c_lo) / (c_hi - c_lo) if c_hi > c_lo else np.zeros(len(d.colour))
-        for row, ci in zip(norm, c, strict=True):
-            ax.plot(range(len(d.columns)), row, color=cmap(ci), alpha=0.7, lw=1.2)
-        sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(c_lo, c_hi))
-        fig.colorbar(sm, ax=ax, label=colour_label)
-    for i in range(len(d.columns)):
-        ax.axvline(i, color="0.4", lw=0.8)
-        ax.annotate(f"{d.high[i]:.4g}", (i, 1.0), xytext=(0, 4), textcoords="offset points",
-                    ha="center", fontsize=8)
-        ax.annotate(f"{d.low[i]:.4g}", (i, 0.0), xytext=(0, -12), textcoords="offset points",
-                    ha="center", fontsize=8)
-    ax.set_xticks(range(len(d.columns)), d.labels, fontsize=8, rotation=15)
+def parallel_data(front: pd.DataFrame, feasible: pd.DataFrame, axes: list[ParallelAxis],
+                  colour: int, title: str) -> ParallelData:
+    """Lines of the front's designs on `axes`, the other feasible designs (every k-th
+    where there are more than PARALLEL_BACKGROUND) behind them."""
+    cols = [a.column for a in axes]
+    lines = front[cols].to_numpy(float) if len(front) else np.zeros((0, len(cols)))
+    rest = feasible[~feasible.index.isin(front.index)] if len(feasible) else feasible
+    if len(rest) > PARALLEL_BACKGROUND:
+        rest = rest.iloc[::int(np.ceil(len(rest) / PARALLEL_BACKGROUND))]
+    back = rest[cols].to_numpy(float) if len(rest) else np.zeros((0, len(cols)))
+    return ParallelData(axes, lines, back, colour, title)
+
+
+def draw_parallel(d: ParallelData, paths: list[Path]) -> None:
+    """One vertical axis per parameter and objective with its ticks in its unit; the
+    front's designs as lines coloured by `d.colour`'s axis (the colour bar has the same
+    scale and range as that axis, so a line's colour reads as its height there), the other
+    feasible designs in grey behind."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import Normalize
+    from matplotlib.ticker import FuncFormatter
+
+    from dse.report.figure import DPI, image_format, pyplot
+
+    plt = pyplot()
+    n = len(d.axes)
+    fig, ax = plt.subplots(figsize=(max(7.0, 1.45 * n + 1.5), 5.0), layout="constrained")
+    xs = np.arange(n, dtype=float)
+
+    def segments(rows: np.ndarray) -> np.ndarray:
+        pos = np.column_stack([a.position(rows[:, i]) for i, a in enumerate(d.axes)])
+        return np.stack([np.broadcast_to(xs, pos.shape), pos], axis=-1)
+
+    if len(d.background):
+        # faint where thousands overlap, visible where there are few
+        alpha = float(np.clip(25.0 / len(d.background), 0.05, 0.5))
+        ax.add_collection(LineCollection(segments(d.background), colors="0.6", alpha=alpha,
+                                         lw=0.6, zorder=1, rasterized=True))
+    c_axis = d.axes[d.colour]
+    norm = Normalize(c_axis.low / c_axis.scale.factor, c_axis.high / c_axis.scale.factor)
+    sm = plt.cm.ScalarMappable(cmap=plt.get_cmap("viridis"), norm=norm)
+    if len(d.lines):
+        order = np.argsort(d.lines[:, d.colour], kind="stable")
+        rows = d.lines[order]
+        colours = sm.to_rgba(rows[:, d.colour] / c_axis.scale.factor)
+        segs = segments(rows)
+        ax.add_collection(LineCollection(segs, colors=colours, lw=1.5, alpha=0.95,
+                                         zorder=3))
+        ax.scatter(segs[..., 0].ravel(), segs[..., 1].ravel(),
+                   c=np.repeat(colours, n, axis=0), s=10, zorder=4, lw=0)
+    bar = fig.colorbar(sm, ax=ax, label=textwrap.fill(c_axis.label, 40), pad=0.01)
+    bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: plain_number(v)))
+    for i, a in enumerate(d.axes):
+        ax.axvline(i, color="0.3", lw=0.9, zorder=2)
+        for t in a.ticks():
+            y = float(a.position(np.array([t]))[0])
+            ax.plot([i - 0.03, i], [y, y], color="0.3", lw=0.8, zorder=2)
+            ax.text(i - 0.05, y, a.tick_text(t), ha="right", va="center", fontsize=7,
+                    color="0.15", zorder=5,
+                    bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.75))
+    ax.set_xticks(xs, [textwrap.fill(a.label, 16) for a in d.axes], fontsize=8)
+    ax.tick_params(axis="x", length=0)
     ax.set_yticks([])
-    ax.set_ylim(-0.08, 1.08)
-    ax.set_title(d.title, fontsize=11)
-    for p in paths:
-        fig.savefig(p, dpi=150)
-    plt.close(fig)
+    ax.set_xlim(-0.6, n - 0.5)
+    ax.set_ylim(-0.03, 1.03)
+    for side in ("left", "right", "top", "bottom"):
+        ax.spines[side].set_visible(False)
+    ax.set_title(d.title, fontsize=10.5)
+    try:
+        for p in paths:
+            fig.savefig(p, format=image_format(p), dpi=DPI)
+    finally:
+        plt.close(fig)
+
+
+# ---- a study's plots ---------------------------------------------------------------------
+
+def study_budgets(study: Study) -> dict[str, float]:
+    """The study's budgets by kind: area (mm², per chip) and power (W, per chip)."""
+    out = {}
+    if study.area_budget is not None:
+        out["area"] = float(study.area_budget)
+    if study.spec.constraints.power is not None:
+        out["power"] = float(study.spec.constraints.power)
+    return out
+
+
+def study_plots(study: Study, t: Tables, folder: Path, title: str) -> list[Path]:
+    """pareto.png/.svg/.pdf (the first two objectives) and parallel.png (the front) of a
+    study's tables, written to `folder`."""
+    from dse.search.outputs import objective_columns
+
+    cols = objective_columns(study)
+    unit_of = {c: g.unit(study.jobs) for c, g in zip(cols, study.goals, strict=True)}
+    maximize = {c: d == "maximize" for c, d in zip(cols, study.directions, strict=True)}
+    base = study.hardware.name
+    written: list[Path] = []
+    if len(cols) >= 2 and len(t.trials):
+        x, y = cols[0], cols[1]
+        d = pareto_data(t.trials, t.pareto, t.references, x, y,
+                        describe_column(x, unit_of[x], base),
+                        describe_column(y, unit_of[y], base), maximize[x], maximize[y],
+                        title, study_budgets(study))
+        paths = [folder / f"pareto.{ext}" for ext in ("png", "svg", "pdf")]
+        draw_pareto(d, paths)
+        written += paths
+    if len(t.pareto):
+        feasible = t.trials[t.trials["feasible"].astype(bool)] if len(t.trials) else t.pareto
+        axes = []
+        for p in study.params:
+            low = float(p.low if p.low is not None else min(p.choices or [0]))
+            high = float(p.high if p.high is not None else max(p.choices or [1]))
+            axes.append(parameter_axis(p.column, low, high, p.log, p.integer))
+        for c in cols:
+            values = np.concatenate([feasible[c].to_numpy(float), t.pareto[c].to_numpy(float)])
+            axes.append(objective_axis(c, unit_of[c], base, maximize[c], values))
+        n_front = len(t.pareto)
+        shown = "" if len(feasible) <= PARALLEL_BACKGROUND else (
+            f", every {int(np.ceil(len(feasible) / PARALLEL_BACKGROUND))}th drawn")
+        d2 = parallel_data(t.pareto, feasible, axes, len(study.params),
+                           f"{study.spec.name}: the Pareto front's {n_front:,} design"
+                           f"{'s' if n_front != 1 else ''} (coloured) among the "
+                           f"{len(feasible):,} feasible (grey{shown})")
+        path = folder / "parallel.png"
+        draw_parallel(d2, [path])
+        written.append(path)
+    return written
+
+
+def power_budget(text: object) -> float | None:
+    """A study file's power cap ('700 W') in W, None when absent or unreadable."""
+    if text is None:
+        return None
+    try:
+        return float(units.to_kind(text, units.POWER))
+    except (units.UnitError, TypeError, ValueError):
+        return None

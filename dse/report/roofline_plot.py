@@ -22,6 +22,7 @@ they are listed in `omitted`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from dse.workloads.transformer import PRECISIONS as DTYPES
 
 RATE_TOLERANCE = 0.005  # precisions whose roofs differ by less than this share one line
 TOP_LABELLED = 8  # operator groups (by time) that get a label on the plot
+OP_MARKER_PX = 7.0  # pixels (at 100 dpi) across an operator's marker: closer ones overlap
 
 
 @dataclass(frozen=True)
@@ -213,16 +215,20 @@ def roofline_data(db: DesignBatch, ev: Evaluation | None = None, i: int = 0,
                         colours=bound_colours(db.level_names))
 
 
-def label_groups(ops: tuple[OpPoint, ...], top: int = TOP_LABELLED
+def label_groups(ops: tuple[OpPoint, ...], top: int = TOP_LABELLED,
+                 same: Callable[[OpPoint, OpPoint], bool] | None = None
                  ) -> list[tuple[OpPoint, str]]:
     """The `top` longest groups of operators that sit at the same point (within 1% on both
-    axes, e.g. gate_proj, up_proj, down_proj), each as (first point, label with the group's
-    share of the step)."""
+    axes, e.g. gate_proj, up_proj, down_proj; or as `same` says, e.g. markers that overlap
+    on the figure), each as (first point, label with the group's share of the step)."""
+    def close(a: OpPoint, b: OpPoint) -> bool:
+        return (abs(np.log(a.intensity / b.intensity)) < 0.01
+                and abs(np.log(a.achieved / b.achieved)) < 0.01)
+
+    same = same or close
     groups: list[list[OpPoint]] = []
     for p in ops:
-        home = next((g for g in groups
-                     if abs(np.log(g[0].intensity / p.intensity)) < 0.01
-                     and abs(np.log(g[0].achieved / p.achieved)) < 0.01), None)
+        home = next((g for g in groups if same(g[0], p)), None)
         if home is None:
             groups.append([p])
         else:
@@ -230,7 +236,7 @@ def label_groups(ops: tuple[OpPoint, ...], top: int = TOP_LABELLED
     groups.sort(key=lambda g: -sum(p.time_s for p in g))
     out = []
     for g in groups[:top]:
-        names = ", ".join(p.name for p in g[:3]) + (f" and {len(g) - 3} more" if len(g) > 3
+        names = ", ".join(p.name for p in g[:5]) + (f" and {len(g) - 5} more" if len(g) > 5
                                                      else "")
         share = sum(p.share for p in g)
         out.append((g[0], f"{names} ({'<1%' if share < 0.005 else f'{share:.0%}'})"))
@@ -258,7 +264,16 @@ def draw(data: RooflineData, path: Path) -> Path:
     """Log-log roofline: bandwidth roofs (coloured by level), compute roofs (black, one per
     precision group), ridge points at `data.precision`, operators coloured by their bound
     with the longest labelled; written to `path` (PNG, SVG or PDF by extension)."""
-    from dse.report.figure import image_format, log_axis, place_labels, pyplot, save, spread
+    from dse.report.figure import (
+        boxes_of,
+        image_format,
+        label_markers,
+        line_boxes,
+        log_axis,
+        pyplot,
+        save,
+        spread,
+    )
 
     image_format(path)
     plt = pyplot()
@@ -326,41 +341,24 @@ def draw(data: RooflineData, path: Path) -> Path:
         texts.append(ax.text(x0, x0 * m.bandwidth * 1.12, m.label, rotation=angle,
                              rotation_mode="anchor", ha="left", va="bottom", fontsize=8,
                              color=colours[m.level], zorder=6))
-    # operator labels: greedy placement away from points, roof labels and each other
-    groups = label_groups(data.ops)
+    # operator labels: nearest their own point, away from the other points, the roofs,
+    # the roof labels and each other, with a leader line where one had to move away
+    # one label for the operators whose markers overlap on the figure (one visible dot)
+    def overlap(a: OpPoint, b: OpPoint) -> bool:
+        pa, pb = ax.transData.transform([(a.intensity, a.achieved), (b.intensity, b.achieved)])
+        return bool(np.hypot(*(pa - pb)) < OP_MARKER_PX)
+
+    groups = label_groups(data.ops, same=overlap)
     if groups:
         renderer = fig.canvas.get_renderer()
-        occupied = [t.get_window_extent(renderer).padded(2) for t in texts]
-        occupied = [(b.x0, b.y0, b.x1, b.y1) for b in occupied]
-        pts = ax.transData.transform([(p.intensity, p.achieved) for p in data.ops])
-        occupied += [(x - 4, y - 4, x + 4, y + 4) for x, y in pts]
+        occupied = boxes_of(texts, renderer)
         for line in ax.get_lines():  # the roofs, as rows of small boxes
-            xs, ys = line.get_data()
-            t = np.linspace(0.0, 1.0, 150)
-            sampled = np.column_stack([xs[0] * (xs[-1] / xs[0]) ** t,
-                                       ys[0] * (ys[-1] / ys[0]) ** t])
-            occupied += [(x - 2, y - 2, x + 2, y + 2)
-                         for x, y in ax.transData.transform(sampled)]
-        labels = [ax.text(0, 0, text, fontsize=7) for _, text in groups]
-        sizes = [(b.width + 4, b.height + 2)
-                 for b in (t.get_window_extent(renderer) for t in labels)]
-        anchors = ax.transData.transform([(p.intensity, p.achieved) for p, _ in groups])
-        spots = place_labels([tuple(a) for a in anchors], sizes, occupied,
-                             (frame.x0, frame.y0, frame.x1, frame.y1))
-        inverse = ax.transData.inverted()
-        for (p, _), t, spot, (w, h), (px, py) in zip(groups, labels, spots, sizes, anchors,
-                                                       strict=True):
-            if spot is None:
-                t.remove()
-                continue
-            x, y = inverse.transform((spot[0] + 2, spot[1] + h / 2))
-            t.set_position((x, y))
-            t.set_va("center")
-            t.set_zorder(7)
-            # a leader line from the point to the nearest point of the label's box
-            lx, ly = inverse.transform((min(max(px, spot[0]), spot[0] + w),
-                                        min(max(py, spot[1]), spot[1] + h)))
-            ax.plot([p.intensity, lx], [p.achieved, ly], color="0.6", lw=0.5, zorder=3)
+            occupied += line_boxes(ax, *line.get_data())
+        points = ax.transData.transform([(p.intensity, p.achieved) for p in data.ops])
+        occupied += [(x - 4, y - 4, x + 4, y + 4) for x, y in points]
+        label_markers(fig, ax, [(text, p.intensity, p.achieved) for p, text in groups],
+                      renderer, occupied, markers=[tuple(a) for a in points], fontsize=7,
+                      marker_px=OP_MARKER_PX / 2)
     note = ("operators: x = FLOPs / bytes at the bounding level (compute- or overhead-bound: "
             "at the level with the longest memory time), y = FLOPs / modelled time"
             if data.ops else None)

@@ -18,7 +18,6 @@ from dse.report.study_summary import (
     best_rows,
     bound_shares,
     console_lines,
-    param_label,
     summary_markdown,
 )
 from dse.search import outputs
@@ -72,30 +71,7 @@ def _importances(study: Study, stored: optuna.Study | None) -> dict[str, dict[st
 
 
 def _plots(study: Study, t: outputs.Tables, folder: Path, title: str) -> list[Path]:
-    cols = outputs.objective_columns(study)
-    written: list[Path] = []
-    units_of = outputs.objective_units(study)
-    if len(cols) >= 2 and len(t.trials):
-        x, y = cols[0], cols[1]
-        d = pp.pareto_data(t.trials, t.pareto, t.references, x, y,
-                           pp.label(x, units_of[x]), pp.label(y, units_of[y]),
-                           study.directions[0] == "maximize", study.directions[1] == "maximize",
-                           title)
-        paths = [folder / f"pareto.{ext}" for ext in ("png", "svg", "pdf")]
-        pp.draw_pareto(d, paths)
-        written += paths
-    if len(t.pareto):
-        columns = [p.column for p in study.params]
-        low = [float(p.low if p.low is not None else min(p.choices or [0])) for p in study.params]
-        high = [float(p.high if p.high is not None else max(p.choices or [1]))
-                for p in study.params]
-        d2 = pp.parallel_data(t.pareto, columns, [param_label(p.path) for p in study.params],
-                              low, high, cols[0], f"{study.spec.name}: the Pareto front's "
-                              "designs")
-        path = folder / "parallel.png"
-        pp.draw_parallel(d2, [path], pp.label(cols[0], units_of[cols[0]]))
-        written.append(path)
-    return written
+    return pp.study_plots(study, t, folder, title)
 
 
 def facts(study: Study, t: outputs.Tables, run_line: str, extra: list[str]) -> Facts:

@@ -167,7 +167,15 @@ def draw(data: TrendsData, path: Path, models: bool = False) -> Path:
     """Points and fitted lines on a log y axis against the year, the paper's labels next to
     their points (kept apart); `models`: parameters on the left axis and memory in GB on
     the right. Written to `path` (PNG, SVG or PDF by extension)."""
-    from dse.report.figure import image_format, log_axis, place_labels, pyplot, save
+    from dse.report.figure import (
+        boxes_of,
+        image_format,
+        label_markers,
+        line_boxes,
+        log_axis,
+        pyplot,
+        save,
+    )
 
     image_format(path)
     plt = pyplot()
@@ -196,36 +204,20 @@ def draw(data: TrendsData, path: Path, models: bool = False) -> Path:
     fig.text(0.99, 0.005, f"data: {SOURCE}", ha="right", va="bottom", fontsize=6.5,
              color="0.4")
     fig.tight_layout(rect=(0, 0.02, 1, 1))
-    # the paper's point labels, placed where they overlap nothing
+    # the paper's point labels, nearest their own point and overlapping nothing, with a
+    # leader line where one had to move away
     renderer = fig.canvas.get_renderer()
-    legend = ax.get_legend().get_window_extent(renderer)
-    occupied = [(legend.x0, legend.y0, legend.x1, legend.y1)]
+    occupied = boxes_of([ax.get_legend()], renderer)
     pts = [(s, y, v, n) for s in data.series
            for y, v, n in zip(s.year, s.value, s.names, strict=True)]
     px = ax.transData.transform([(y, v) for _, y, v, _ in pts])
     occupied += [(x - 4, y - 4, x + 4, y + 4) for x, y in px]
-    for s in data.series:  # the fitted lines, as a row of small boxes
+    for s in data.series:  # the fitted lines, as rows of small boxes
         if s.fit is not None:
             years = np.linspace(s.year.min(), s.year.max(), 120)
-            line = ax.transData.transform(np.column_stack([years, s.fit.at(years)]))
-            occupied += [(x - 2, y - 2, x + 2, y + 2) for x, y in line]
-    named = [(p, a) for p, a in zip(pts, px, strict=True) if p[3]]
-    texts = [ax.text(0, 0, n, fontsize=7, color=s.colour) for (s, _, _, n), _ in named]
-    sizes = [(b.width + 2, b.height + 1)
-             for b in (t.get_window_extent(renderer) for t in texts)]
-    frame = ax.get_window_extent(renderer)
-    spots = place_labels([tuple(a) for _, a in named], sizes, occupied,
-                         (frame.x0, frame.y0, frame.x1, frame.y1))
-    inverse = ax.transData.inverted()
-    for t, spot, (w, h), ((_, year, value, _), (px, py)) in zip(texts, spots, sizes, named,
-                                                                 strict=True):
-        if spot is None:
-            t.remove()
-            continue
-        t.set_position(inverse.transform((spot[0] + 1, spot[1] + h / 2)))
-        t.set_va("center")
-        # a leader line from the point to the nearest point of the label's box
-        lx, ly = inverse.transform((min(max(px, spot[0]), spot[0] + w),
-                                    min(max(py, spot[1]), spot[1] + h)))
-        ax.plot([year, lx], [value, ly], color="0.65", lw=0.5, zorder=2)
+            occupied += line_boxes(ax, years, s.fit.at(years), samples=120)
+    named = [p for p in pts if p[3]]
+    label_markers(fig, ax, [(n, year, value) for _, year, value, n in named], renderer,
+                  occupied, markers=[tuple(a) for a in px], fontsize=7,
+                  colours=[s.colour for s, *_ in named], marker_px=4.0)
     return save(fig, path)

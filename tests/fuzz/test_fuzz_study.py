@@ -28,11 +28,18 @@ def test_study_files_check(case: Case) -> None:
         assert_promise(dse("check", case.write(Path(folder))))
 
 
+# `dse plot pareto OUT --x AXIS` after a run: any column of trials.csv (text ones too: T4),
+# an objective, or a name that is neither.
+PLOT_AXES = ("reason", "state", "feasible", "area_mm2", "number", "memory_bound:max",
+             "objective.memory_bound", "nope", "area_mm2:up")
+
+
 @examples(fast=3, long=25)
-@given(case=yaml_cases("study", most=2), trials=st.sampled_from(["1", "2", "3"]))
+@given(case=yaml_cases("study", most=2), trials=st.sampled_from(["1", "2", "3"]),
+       axis=st.sampled_from(PLOT_AXES))
 @example(case=Case({MAIN: (ROOT / "studies" / "flops-vs-bandwidth.yaml").read_bytes()},
-                   ["from studies/flops-vs-bandwidth.yaml"]), trials="2")
-def test_study_files_run(case: Case, trials: str) -> None:
+                   ["from studies/flops-vs-bandwidth.yaml"]), trials="2", axis="reason")
+def test_study_files_run(case: Case, trials: str, axis: str) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = case.write(Path(folder))
         out = Path(folder) / "out"
@@ -41,6 +48,7 @@ def test_study_files_run(case: Case, trials: str) -> None:
         if ran.code not in (0, 3):
             return
         strict_json((out / "run.json").read_text())
+        assert_promise(dse("plot", "pareto", out, "--x", axis, "--out", Path(folder) / "p.png"))
         with (out / "trials.csv").open() as f:
             rows = list(csv.DictReader(f))
         for row in rows:

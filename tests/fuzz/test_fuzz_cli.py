@@ -180,7 +180,7 @@ def test_evaluate_with_random_overrides(data: st.DataObject, hardware: str,
             assert np.all(np.isfinite(times) & (times >= 0)), times
 
 
-@examples(fast=15, long=600)
+@examples(fast=15, long=300)
 @given(keywords=api_keywords(), with_tech=st.booleans(),
        workload=st.sampled_from(API_WORKLOADS))
 @example(keywords={"execution": "chips=2"}, with_tech=False,  # T7
@@ -218,7 +218,7 @@ def test_evaluate_with_random_keywords(keywords: dict[str, object], with_tech: b
 
 # --- S2, S3: the same design or batch reached two ways gives the same numbers ---------------
 
-@examples(fast=2, long=60)
+@examples(fast=2, long=30)
 @given(path=st.sampled_from(["compute.units", "compute.clock"]),
        scale=st.sampled_from([0.5, 0.75, 1.0, 1.1, 1.25, 2.0]),
        workload=st.sampled_from(["gemm:8192x8192x8192", "llama2-7b"]))
@@ -255,7 +255,7 @@ def _no_target(workload: str) -> bool:
     return next(iter(wl.scenarios.values())).latency_target is None
 
 
-@examples(fast=2, long=40)
+@examples(fast=2, long=20)
 @given(workload=st.sampled_from(["bert-large", "bert-base"]),
        capacity=st.sampled_from(["2.6GB", "3.5GB", "8GB", "40GB"]),
        batches=st.lists(st.integers(1, 400), min_size=1, max_size=4, unique=True))

@@ -202,7 +202,7 @@ def _output_fails(kind: str, size: int) -> None:
         assert (ran.code, ran.stderr) == (141, ""), ran
 
 
-@examples(fast=3, long=25)
+@examples(fast=3, long=20)
 @given(kind=st.sampled_from(HEAVY), size=st.integers(0, 100))
 def test_heavy_inputs_within_bounds(kind: str, size: int) -> None:
     if kind in ("full", "cut"):

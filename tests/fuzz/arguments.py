@@ -342,7 +342,8 @@ def study_arguments(draw: st.DrawFn, out: str = "{out}") -> list[str]:
     if draw(st.integers(0, 2)) == 0:
         args += ["--storage", mostly(
             draw, [f"{out}.journal", f"sqlite:///{out}.db", "sqlite://"],  # sqlite://: T5
-            ["sqlite:///:memory:", f"sqlite:///{out}/no/such/folder.db", "nope://x", "",
+            ["sqlite:///:memory:",  # in memory too: T5 (study branch)
+             f"sqlite:///{out}/no/such/folder.db", "nope://x", "",
              "postgresql://dse@127.0.0.1:1/db", "mysql://x/y", "/dev/null"])]
     if draw(st.integers(0, 3)) == 0:
         args += ["--seed", mostly(draw, ["0", "7"], ["-1", "x", str(2**64)])]

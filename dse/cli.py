@@ -495,5 +495,9 @@ app.add_typer(plot_app, name="plot")
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point (and `python -m dse`): standard output that reports a
+    closed pipe or a full disk (dse.cli_errors.guard_output), then the command."""
+    from dse.cli_errors import guard_output
+
+    guard_output()
     app(prog_name="dse")

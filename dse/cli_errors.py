@@ -6,8 +6,14 @@ Two doors lead here:
 
 - `user_errors` wraps each command: a DseError prints its lines and exits with its code
   (2 bad input, 3 infeasible); an OSError naming a file (permission denied, disk full) is
-  bad input too; a closed pipe (`dse list | head -1`) ends quietly; anything else is an
-  internal error, exit 1, with the traceback only under DSE_DEBUG=1.
+  bad input too; a closed pipe (`dse list | head -1`) ends quietly with 141; anything else
+  is an internal error, exit 1, with the traceback only under DSE_DEBUG=1.
+- `guard_output` (the console script's `main`, before the parser runs) makes standard
+  output write all it is given or raise: a reader that closed the pipe is BrokenPipeError
+  (exit 141, whatever else the command did), a full disk or another failure is OutputError
+  (`dse: cannot write output: No space left on device`, exit 2). It also remembers the last
+  file opened for writing, to name it when a write fails on a full disk without saying
+  which file (`x.png: no space left on device`).
 - `DseGroup`, the click group of `dse` and `dse plot`, runs the parser in non-standalone
   mode and turns its usage errors (unknown option or command, missing argument, a value of
   the wrong type) into one line and exit 2, instead of Typer's boxed panel. `--help` and a
@@ -17,8 +23,11 @@ Two doors lead here:
 from __future__ import annotations
 
 import difflib
+import errno
 import functools
+import io
 import os
+import select
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -55,18 +64,48 @@ def user_errors(func: F) -> F:
             raise typer.Exit(e.exit_code) from None
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
-        except BrokenPipeError:
-            _quiet_pipe()
-            raise typer.Exit(BROKEN_PIPE) from None
         except OSError as e:
-            if e.filename is None:
-                _internal(e)
-            err(f"{e.filename}: {_os_reason(e)}")
-            raise typer.Exit(BAD_INPUT) from None
+            raise typer.Exit(_os_error(e)) from None
         except Exception as e:
             _internal(e)
 
     return wrapper  # type: ignore[return-value]
+
+
+# A write that failed for want of room: the disk (or quota, or file size limit) is full.
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _os_error(e: OSError) -> int:
+    """The exit code of an OSError that escaped a command, after its one line: a closed
+    pipe on stdout ends quietly (141); standard output that cannot be written, a file that
+    cannot be read or written (named by the error, or the last file opened for writing when
+    a write on a full disk names none) is bad input (2); any other is a bug (1)."""
+    if isinstance(e, BrokenPipeError):
+        _quiet_stdout()
+        return BROKEN_PIPE
+    if isinstance(e, OutputError):
+        _quiet_stdout()
+        err(f"dse: cannot write output: {e.strerror or type(e).__name__}")
+        return BAD_INPUT
+    name = e.filename
+    if name is None and e.errno in _FULL:  # a write that says not which file
+        name = _last_written
+        if name is None:
+            err(f"dse: cannot write: {_os_reason(e)}")
+            return BAD_INPUT
+    if name is None:
+        _internal(e)
+    err(f"{name}: {_os_reason(e)}")
+    return BAD_INPUT
+
+
+def _exit_code(e: OSError) -> int:
+    """_os_error outside a command: an internal error's exit code instead of typer.Exit."""
+    try:
+        return _os_error(e)
+    except typer.Exit as stop:
+        return stop.exit_code
 
 
 def _internal(e: BaseException) -> None:
@@ -82,14 +121,87 @@ def _os_reason(e: OSError) -> str:
     return f"{reason} (writing to {e.filename2})" if e.filename2 else reason
 
 
-def _quiet_pipe() -> None:
-    """After the reader of stdout went away: no further write (nor the flush at exit) may
-    raise again."""
+def _quiet_stdout() -> None:
+    """After standard output failed (its reader went away, its disk is full): no further
+    write, nor the flush at exit of what is still buffered, may raise again."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # not a real file (a test runner's buffer)
+    except (OSError, ValueError, AttributeError):  # not a real file (a test runner's buffer)
         pass
+
+
+# --- standard output that reports its failures ----------------------------------------------
+
+class OutputError(OSError):
+    """Standard output cannot be written (a full disk, an I/O error): not a bug in dse."""
+
+
+_pipe_closed = False  # the reader of standard output went away (set by _Stdout)
+_last_written: str | None = None  # the file last opened for writing (with guard_output)
+
+
+class _Stdout(io.FileIO):
+    """The file descriptor of standard output, writing all it is given or raising.
+
+    Python's own stdout loses a failure after a partial write: a reader that closes the pipe
+    while a large write is under way (`dse eval ... -f csv | head -c1`) ends the write short
+    with no error, so the command exited 0 instead of 141 (U2 of round 3). A full disk raises
+    OutputError, told apart from a file the command writes (T6)."""
+
+    def write(self, data: Any) -> int:
+        global _pipe_closed
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            try:
+                done += os.write(self.fileno(), view[done:])
+            except BlockingIOError:  # a non-blocking descriptor: wait until it takes more
+                select.select([], [self.fileno()], [])
+            except BrokenPipeError:
+                _pipe_closed = True
+                raise
+            except OSError as e:
+                raise OutputError(e.errno, e.strerror) from None
+        return done
+
+
+def _opened(event: str, args: tuple[Any, ...]) -> None:
+    """Audit hook: remember the path of each file opened for writing."""
+    global _last_written
+    if event != "open" or len(args) < 3:
+        return
+    path, mode, flags = args[:3]
+    if isinstance(path, int) or path is None:
+        return
+    writing = any(c in mode for c in "wax+") if isinstance(mode, str) else \
+        bool(isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR))
+    if writing and isinstance(path, str | bytes | os.PathLike):
+        _last_written = os.fsdecode(path)
+
+
+def guard_output() -> None:
+    """Replace the process's standard output (a real file descriptor, not a test runner's
+    buffer) by one that writes all it is given or raises (_Stdout), and start remembering
+    the files opened for writing. For the console script, once, before any output."""
+    out = sys.stdout
+    if out is None or out is not sys.__stdout__ or not isinstance(out, io.TextIOWrapper) \
+            or isinstance(getattr(out.buffer, "raw", None), _Stdout):
+        return
+    try:
+        fd = out.fileno()
+        out.flush()
+    except (OSError, ValueError):
+        return
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(_Stdout(fd, "w", closefd=False)), encoding=out.encoding,
+        errors=out.errors, line_buffering=out.line_buffering)
+    sys.addaudithook(_opened)
+
+
+def pipe_closed() -> bool:
+    """Whether the reader of standard output went away during this run."""
+    return _pipe_closed
 
 
 # --- usage errors -------------------------------------------------------------------------
@@ -224,16 +336,26 @@ class DseGroup(TyperGroup):
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except ce.NoArgsIsHelpError:  # a bare `dse` or `dse plot` asks for the help: it is
-            sys.exit(0)  # printed (stdout); nothing was wrong, so exit 0, as --help does
+            code = 0  # printed (stdout); nothing was wrong, so exit 0, as --help does
         except ce.UsageError as e:
             err(usage_line(e))
-            sys.exit(BAD_INPUT)
+            code = BAD_INPUT
         except ce.ClickException as e:
             err(e.format_message())
-            sys.exit(BAD_INPUT)
+            code = BAD_INPUT
         except typer.Abort:
             err("aborted")
-            sys.exit(130)
+            code = 130
+        except OSError as e:  # writing the help or the version (a command has user_errors)
+            code = _exit_code(e)
         # Non-standalone, click returns the exit code of a typer.Exit (0 for --help and
         # --version) or what the command returned (None: success).
-        sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
+        code = code if isinstance(code, int) and not isinstance(code, bool) else 0
+        try:  # what is still buffered, now, while a failure can be reported
+            if sys.stdout is not None:
+                sys.stdout.flush()
+        except OSError as e:
+            failed = _exit_code(e)
+            code = failed if code in (0, 3) else code
+        # Output cut short by its reader is 141 whatever else happened (README, "Errors").
+        sys.exit(BROKEN_PIPE if _pipe_closed else code)

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from dse.errors import DseError
-from dse.model import evaluate
+from dse.model import design_batch, evaluate
 from dse.spec.load import (
     library_dir,
     library_names,
@@ -213,7 +213,8 @@ def run(paths: Path | Sequence[Path] | None = None,
     """Predict every row of the measurement files (the shipped ones by default), in order;
     an id given twice across them is an error (found before any row is modelled). Rows that
     differ only in their batch run as one vectorized evaluation (`_run_file`); each spec is
-    read once."""
+    read once. More distinct scenarios than MAX_SCENARIOS (MAX_TRAINING_SCENARIOS in phase
+    training) in all are refused before any is modelled."""
     if paths is None:
         paths = default_measurements()
     elif isinstance(paths, Path | str):
@@ -230,12 +231,14 @@ def run(paths: Path | Sequence[Path] | None = None,
                 raise DseError(f"{path}:{r['line']}: id: {r['id']} is also at {seen[r['id']]}; "
                                "ids must be unique across the files validated together")
             seen[r["id"]] = f"{path}:{r['line']}"
+    plans = [_plan(path, records) for path, records in files]
+    _within_limits(plans)  # before any row is modelled
     total = sum(len(records) for _, records in files)
     out: list[Row] = []
     loaded: dict = {}
-    for path, records in files:
+    for plan in plans:
         done = len(out)
-        out.extend(_run_file(path, records, progress and (
+        out.extend(_run_plan(plan, progress and (
             lambda n, _t, done=done: progress(done + n, total)), loaded))
     return out
 
@@ -246,14 +249,33 @@ def run(paths: Path | Sequence[Path] | None = None,
 _KEY = ("hardware", "workload", "phase", "precision", "seq_in", "seq_out", "chips", "tp", "pp")
 
 
-def _run_file(path: Path, records: list[dict], progress: Progress | None = None,
-              loaded: dict | None = None) -> list[Row]:
-    """Predict every row of one measurement file (its records, as read_measurements gives
-    them): rows grouped by everything but their batch, each group one `evaluate` call over
-    its distinct batches, so N rows cost about as many evaluations as distinct scenarios. A
-    row whose evaluation raises is found by evaluating its group's rows one at a time; the
-    error of the first such row in the file is raised, naming its line. `loaded`: the specs
-    read so far (by name or resolved path), shared by the files of one run."""
+# Most distinct scenarios (rows that differ in more than their batch) one run models, in all
+# its files (README, "Input limits"). Rows that differ only in their batch share one
+# vectorized evaluation, but each scenario is an evaluation of its own, since the lowering's
+# shapes follow the lengths: ~2.5 ms each (decode, prefill, serve, gemm; 1.5-4 ms measured
+# on the shipped rows, one core), so 1,000 take ~2.5 s; a training scenario plans its step
+# (micro-batches, ZeRO, recomputation, schedule) and takes 20-220 ms (gpt3-175b on 1,024
+# A100s: 220 ms), so 32 of them take at most ~7 s. 100,000 rows that all differ in their
+# lengths took 283 s before the limit. The shipped files hold 31 scenarios.
+MAX_SCENARIOS = 1_000
+MAX_TRAINING_SCENARIOS = 32
+
+
+@dataclass
+class _Plan:
+    """One measurement file ready to model: its records, a Row per record (skipped ones
+    already marked) and the groups of rows that share an evaluation, by key, in the order of
+    their first rows."""
+
+    path: Path
+    records: list[dict]
+    rows: list[Row]
+    groups: dict[tuple, list[int]]
+
+
+def _plan(path: Path, records: list[dict]) -> _Plan:
+    """Rows of one file grouped by everything but their batch (see _KEY); rows whose hardware
+    or workload cannot be found are skipped with the reason."""
     hw_known = set(library_names("hardware"))
     wl_known = set(library_names("workload"))
     rows: list[Row] = []
@@ -271,6 +293,49 @@ def _run_file(path: Path, records: list[dict], progress: Progress | None = None,
             alone = r["phase"] == "training" or r["batch"] == "max"  # folder, resolved
             key = (*(r[k] for k in _KEY), r["batch"] if alone else None)
             groups.setdefault(key, []).append(len(rows) - 1)
+    return _Plan(path, records, rows, groups)
+
+
+def _within_limits(plans: Sequence[_Plan]) -> None:
+    """DseError naming the first row of the scenario past MAX_SCENARIOS (or past
+    MAX_TRAINING_SCENARIOS in phase training), counted over all the files of a run."""
+    count = training = 0
+    phase = _KEY.index("phase")
+    for plan in plans:
+        for key, members in plan.groups.items():
+            count += 1
+            training += key[phase] == "training"
+            where = f"{plan.path}:{plan.records[members[0]]['line']}"
+            if count > MAX_SCENARIOS:
+                raise DseError(
+                    f"{where}: more than {MAX_SCENARIOS:,} distinct scenarios (rows that "
+                    "differ in more than their batch are an evaluation each), the limit of "
+                    "one dse validate run; split the measurements")
+            if training > MAX_TRAINING_SCENARIOS:
+                raise DseError(
+                    f"{where}: more than {MAX_TRAINING_SCENARIOS} distinct training "
+                    "scenarios (each plans its own step), the limit of one dse validate "
+                    "run; split the measurements")
+
+
+def _run_file(path: Path, records: list[dict], progress: Progress | None = None,
+              loaded: dict | None = None) -> list[Row]:
+    """Predict every row of one measurement file (its records, as read_measurements gives
+    them): rows grouped by everything but their batch, each group one `evaluate` call over
+    its distinct batches, so N rows cost about as many evaluations as distinct scenarios
+    (at most MAX_SCENARIOS). `loaded`: the specs read so far (by name or resolved path),
+    shared by the files of one run."""
+    plan = _plan(path, records)
+    _within_limits([plan])
+    return _run_plan(plan, progress, loaded)
+
+
+def _run_plan(plan: _Plan, progress: Progress | None = None,
+              loaded: dict | None = None) -> list[Row]:
+    """Model the groups of one planned file. A row whose evaluation raises is found by
+    evaluating its group's rows one at a time; the error of the first such row in the file
+    is raised, naming its line."""
+    path, records, rows, groups = plan.path, plan.records, plan.rows, plan.groups
     loaded = {} if loaded is None else loaded
     first_error: tuple[int, str] | None = None
     done = len(records) - sum(len(m) for m in groups.values())  # the skipped ones
@@ -321,9 +386,9 @@ def _in_columns(message: str) -> str:
 def _load(kind: str, name: str, loaded: dict) -> object:
     """A library hardware design (spec, tech) or workload by name, read once per run."""
     if (kind, name) not in loaded:
-        if kind == "hardware":
+        if kind == "hardware":  # its one design built once, not by every evaluation
             spec, tech, _ = load_design(name)
-            loaded[kind, name] = (spec, tech)
+            loaded[kind, name] = (design_batch(spec), tech)
         else:
             loaded[kind, name] = load_workload(name)
     return loaded[kind, name]
@@ -333,12 +398,12 @@ def _run_group(records: list[dict], rows: list[Row], loaded: dict) -> None:
     """Predict `rows` (with their `records`), which share every model input but the batch,
     in one evaluation: a batch per design when they are whole numbers."""
     r = records[0]
-    spec, tech = _load("hardware", r["hardware"], loaded)  # type: ignore[misc]
+    designs, tech = _load("hardware", r["hardware"], loaded)  # type: ignore[misc]
     wl = _load("workload", r["workload"], loaded)
     batches = [rec["batch"] for rec in records]
     distinct = list(dict.fromkeys(batches))
     res = evaluate(
-        spec, wl, tech=tech, phase=r["phase"],
+        designs, wl, tech=tech, phase=r["phase"],
         batch=distinct if len(distinct) > 1 else distinct[0],
         precision=r["precision"] or None,
         seq_in=int(r["seq_in"]) if r["seq_in"] else None,

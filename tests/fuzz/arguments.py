@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 
 from hypothesis import strategies as st
 
@@ -163,7 +164,7 @@ def eval_arguments(draw: st.DrawFn) -> list[str]:
     if draw(st.integers(0, 2)) == 0:  # Typer parses these as int: no words here
         tp, pp = (int(mostly(draw, ["1", "2", "4", "8"], ["0", "-1", "3"])) for _ in "tp")
         chips = tp * pp * int(mostly(draw, ["1", "2", "4"], ["0", "3", str(2**53),
-                                                             str(2**53 + 1)]))
+                                                             str(2**53 + 1), "1024"]))  # T1
         args += ["--chips", str(chips), "--tp", str(tp), "--pp", str(pp)]
     for _ in range(draw(st.integers(0, 3))):
         args += ["--set", draw(set_option(hardware, points=points))]
@@ -306,3 +307,127 @@ def usage_errors(draw: st.DrawFn) -> list[str]:
     if draw(st.integers(0, 3)) == 0:
         args[-1] += draw(st.sampled_from(["\n", "\r\nx", "\x1b[31m", "\u2028", "\t"]))
     return args
+
+
+# --- round 3 (issue 23, item 7): studies, the dashboard, plot axes, the API's keywords --------
+# Inputs of the third fuzzing round's findings (../shared/repro/round3). A case marked with a
+# finding id (T3: ...) fails until the fix of that finding is merged where another branch
+# fixes it: T2 (dashboard), T3, T5, M1 (study), T4 (plot), H1, H2, H3, T1, S1-S4, U1 (model).
+
+ROOT = Path(__file__).resolve().parents[2]
+STUDY_NAMES = ["flops-vs-bandwidth", "hbm-grid"]  # the quick shipped studies (1-4 trials)
+SAMPLERS = ["nsga2", "tpe", "random", "grid"]
+
+
+@st.composite
+def study_arguments(draw: st.DrawFn, out: str = "{out}") -> list[str]:
+    """`dse study` command lines writing to `out` (by default a placeholder, {out}): a
+    shipped study (by name or path) with a few --trials, --batch (1 included: T3 with
+    NSGA-II), --sampler, --workers (few: M1's 2^40 runs in test_fuzz_limits under a memory
+    cap), --seed and --storage in every form:
+    a journal file, sqlite:///file, in-memory sqlite:// (T5), and unreachable, unknown or
+    malformed URLs."""
+    name = draw(st.sampled_from(STUDY_NAMES))
+    study = mostly(draw, [name, str(ROOT / "studies" / f"{name}.yaml")],
+                   ["nope", str(ROOT / "studies"), str(ROOT / "README.md"), ""])
+    args = ["study", study, "--trials", mostly(draw, ["1", "2", "3"], ["0", "-1", "x", "1.5"]),
+            "-q", "--out", out]
+    if draw(st.booleans()):
+        args += ["--batch", mostly(draw, ["1", "1", "2", "3"], ["0", "-1", "x",  # 1: T3
+                                                                str(2**53)])]
+    if draw(st.integers(0, 2)) == 0:
+        args += ["--sampler", mostly(draw, SAMPLERS, ["gp", "bogus", "NSGA2", ""])]
+    if draw(st.integers(0, 3)) == 0:
+        args += ["--workers", mostly(draw, ["1"], ["0", "-1", "x", "2"])]
+    if draw(st.integers(0, 2)) == 0:
+        args += ["--storage", mostly(
+            draw, [f"{out}.journal", f"sqlite:///{out}.db", "sqlite://"],  # sqlite://: T5
+            ["sqlite:///:memory:",  # in memory too: T5 (study branch)
+             f"sqlite:///{out}/no/such/folder.db", "nope://x", "",
+             "postgresql://dse@127.0.0.1:1/db", "mysql://x/y", "/dev/null"])]
+    if draw(st.integers(0, 3)) == 0:
+        args += ["--seed", mostly(draw, ["0", "7"], ["-1", "x", str(2**64)])]
+    return args
+
+
+# Targets `dse dashboard` must refuse before it serves (T2): the files of a study's output
+# folder other than its journal (trials.csv first), other files, folders without a journal,
+# devices, and database URLs it cannot open. {study}: a study's output folder; {scratch}: a
+# folder holding not-a-journal.csv (the reproducer's), binary.journal and empty-folder/
+# (dashboard_scratch writes them).
+DASHBOARD_TARGETS = [
+    *(f"{{study}}/{name}" for name in ("trials.csv", "pareto.csv", "references.csv",
+                                       "summary.md", "run.json", "study.resolved.yaml",
+                                       "pareto.png", "trials.parquet")),
+    "{scratch}/not-a-journal.csv", "{scratch}/binary.journal", "{scratch}/empty-folder",
+    "{scratch}/nope.journal", str(ROOT / "README.md"), str(ROOT / "studies" / "hbm-grid.yaml"),
+    "/dev/null", "/bin/ls", "", "sqlite:///{scratch}/no/such/folder.db", "sqlite://",
+    "postgresql://dse@127.0.0.1:1/db", "nope://x", "x" * 300]
+
+
+def dashboard_scratch(folder: Path) -> None:
+    """The files DASHBOARD_TARGETS names in {scratch}."""
+    (folder / "empty-folder").mkdir(exist_ok=True)
+    (folder / "not-a-journal.csv").write_text("a,b\n1,2\n")
+    (folder / "binary.journal").write_bytes(b"\x00\x01\x02")
+
+
+@st.composite
+def dashboard_arguments(draw: st.DrawFn) -> list[str]:
+    """`dse dashboard TARGET --port P` for a target it must refuse (DASHBOARD_TARGETS, with
+    {study} and {scratch} to fill in), any port (the refusal comes first), maybe a host."""
+    args = ["dashboard", draw(st.sampled_from(DASHBOARD_TARGETS)), "--port",
+            mostly(draw, ["0"], ["-1", "65536", "x", str(2**64)])]
+    if draw(st.integers(0, 3)) == 0:
+        args += ["--host", mostly(draw, ["127.0.0.1"], ["", "999.1.1.1", "nope.invalid"])]
+    return args
+
+
+@st.composite
+def pareto_axes(draw: st.DrawFn, columns: list[str], objectives: list[str]) -> list[str]:
+    """--x / --y of `dse plot pareto`: any column of trials.csv, text ones (reason, state:
+    T4) included, an objective's name, with :max, :min or a malformed direction, or a name
+    that is neither."""
+    args = []
+    for flag in ("--x", "--y"):
+        if draw(st.integers(0, 3)) == 0:
+            continue
+        name = mostly(draw, st.sampled_from([*columns, *objectives, "reason", "state"]),
+                      ["nope", "", ":", "objective.", "area_mm2:"])
+        way = mostly(draw, ["", "", ":max", ":min"], [":sideways", ":", ":MAX"])
+        args += [flag, name + way]
+    return args
+
+
+# The keywords of dse.evaluate with values of their type and of others (T7: every wrong type
+# is a one-line DseError naming the keyword, never another exception).
+API_KEYWORDS: dict[str, list[object]] = {
+    "execution": ["chips=2", 2, {"chips": 2}, ("Execution", 2, 2)],
+    "tech": [object(), "n4", 1],
+    "area_budget": [600, 600.0, "600 mm2", "0.0006 m2", "600", "1 GB", "x", -1, 0,
+                    float("nan"), float("inf"), 1e308, [600], True, b"600"],
+    "reticle": [True, False, "no", None, 1, 0.0],
+    "batch": [1, 8, "max", "best", [1, 2], (3,), 1.5, True, b"1", {"b": 1}, "8", [], [0],
+              [[1, 2]], 2**53 + 1],
+    "seq_in": [128, "128", 1.5, -1, 0, True, 2**53, [128]],
+    "seq_out": [16, "16", -1, None, 2.5],
+    "chips": [1, 2, "2", 2.0, 0, -1, 2**53 + 1, None, True],
+    "tp": [1, 2, "1", 0, 1.0],
+    "pp": [1, 2, None, 3],
+    "precision": ["bf16", "fp8", "w4a16", 3, b"bf16", "BF16", ""],
+    "kv_precision": ["fp8", "int4", 3, "nope"],
+    "phase": ["decode", "training", 3, "Decode", ""],
+    "scenario": ["nope", 3, ""],
+    "fusion": ["flash", "none", None, 3, "x"],
+    "overrides": [{}, [1], "compute.units=2", {"compute.units": 2}, {1: 2}],
+}
+
+
+@st.composite
+def api_keywords(draw: st.DrawFn) -> dict[str, object]:
+    """A few keywords of dse.evaluate, each with a value of its type or another. A tuple
+    ("Execution", chips, tp) stands for dse.Execution(chips=chips, tp=tp), built by the
+    test (an Execution is a valid value: its own checks refuse bad numbers)."""
+    keys = draw(st.lists(st.sampled_from(sorted(API_KEYWORDS)), min_size=1, max_size=3,
+                         unique=True))
+    return {k: draw(st.sampled_from(API_KEYWORDS[k])) for k in keys}

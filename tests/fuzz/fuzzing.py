@@ -143,9 +143,12 @@ def _limits() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (SUBPROCESS_AS_BYTES, SUBPROCESS_AS_BYTES))
 
 
-def dse_subprocess(*args: str | Path, cwd: Path = ROOT) -> Ran:
+def dse_subprocess(*args: str | Path, cwd: Path = ROOT,
+                   seconds: float = SUBPROCESS_SECONDS, stdout: str = "pipe") -> Ran:
     """`python -m dse ARGS` from this checkout in a subprocess, under SUBPROCESS_AS_BYTES of
-    address space and SUBPROCESS_SECONDS; a run past the time limit is exit 124."""
+    address space and `seconds`; a run past the time limit is exit 124. `stdout`: "pipe"
+    (captured), "full" (/dev/full: every write fails, a full disk) or "cut" (a pipe whose
+    reader takes one byte and closes it, as `| head -c1`)."""
     argv = tuple(str(a) for a in args)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
@@ -153,13 +156,37 @@ def dse_subprocess(*args: str | Path, cwd: Path = ROOT) -> Ran:
         "MPLBACKEND": "Agg", "COLUMNS": "120"}
     env.pop("DSE_DEBUG", None)
     start = time.monotonic()
+    if stdout != "pipe":
+        return _unusual_stdout(argv, cwd, env, seconds, stdout, start)
     try:
         r = subprocess.run([sys.executable, "-m", "dse", *argv], cwd=cwd, env=env,
                            capture_output=True, text=True, errors="replace",
-                           timeout=SUBPROCESS_SECONDS, preexec_fn=_limits)
+                           timeout=seconds, preexec_fn=_limits)
     except subprocess.TimeoutExpired as e:
         return Ran(argv, 124, _text(e.stdout), _text(e.stderr), time.monotonic() - start)
     return Ran(argv, r.returncode, r.stdout, r.stderr, time.monotonic() - start)
+
+
+def _unusual_stdout(argv: tuple[str, ...], cwd: Path, env: dict[str, str], seconds: float,
+                    stdout: str, start: float) -> Ran:
+    """dse_subprocess with standard output on /dev/full or on a pipe cut short."""
+    command = [sys.executable, "-m", "dse", *argv]
+    with open(os.devnull if stdout == "cut" else "/dev/full", "wb") as sink:
+        p = subprocess.Popen(command, cwd=cwd, env=env, preexec_fn=_limits,
+                             stdout=subprocess.PIPE if stdout == "cut" else sink,
+                             stderr=subprocess.PIPE)
+        first = b""
+        if stdout == "cut":
+            assert p.stdout is not None
+            first = p.stdout.read(1)
+            p.stdout.close()
+        try:
+            _, err = p.communicate(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+            return Ran(argv, 124, _text(first), _text(err), time.monotonic() - start)
+    return Ran(argv, p.returncode, _text(first), _text(err), time.monotonic() - start)
 
 
 def _text(b: bytes | str | None) -> str:
@@ -280,7 +307,7 @@ _RATES = ("output_tokens_per_s", "decode_tokens_per_s", "samples_per_s", "tokens
 def metric_problems(metrics: dict[str, object], feasible: bool) -> list[str]:
     """What is wrong with one design's metrics (JSON or the API's values for one design):
     a feasible design has a positive, finite time and rate; no metric is negative or
-    infinite; memory bytes are finite and not negative."""
+    infinite; memory bytes are finite and not negative; MFU is at most 1."""
     found = []
     for k, v in metrics.items():
         if k == "memory_bytes":
@@ -294,6 +321,9 @@ def metric_problems(metrics: dict[str, object], feasible: bool) -> list[str]:
             found.append(f"{k} = {v!r} is not a number")
         elif not math.isfinite(v) or v < 0:
             found.append(f"{k} = {v}")
+    mfu = metrics.get("mfu")  # S4: a share of the peak (model branch)
+    if isinstance(mfu, int | float) and math.isfinite(mfu) and mfu > 1 + 1e-9:
+        found.append(f"mfu = {mfu} is above 1 (more than the peak)")
     if feasible:
         def positive(key: str) -> bool:
             v = metrics.get(key)

@@ -17,9 +17,9 @@ import tempfile
 from pathlib import Path
 
 from fuzzing import assert_eval_doc, assert_promise, dse, examples
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
-from mutate import ROOT, SHIPPED, Case, csv_cases, yaml_cases
+from mutate import MAIN, ROOT, SHIPPED, Case, csv_cases, yaml_cases
 
 # (workload, extra eval arguments): small scenarios of each kind and phase.
 SCENARIOS = [("llama2-7b", ["--phase", "decode"]), ("llama2-7b", ["--phase", "prefill"]),
@@ -74,9 +74,17 @@ def test_hardware_files(case: Case, scenario: tuple[str, list[str]], show: bool)
             assert_promise(dse("area", path, "--format", "json"), json_out=True)
 
 
+# U1 of round 3 (model branch): a training scenario at a weight-only inference precision,
+# which dse check passed and dse eval refused.
+U1 = Case({MAIN: b"base: mpt-7b\nsource: fuzz - a training scenario with a weight-only "
+                 b"inference precision\nscenarios:\n  q-training: {phase: training, batch: 8, "
+                 b"seq_in: 2048, precision: w4a16}\n"}, ["from workloads/mpt-7b.yaml", "U1"])
+
+
 @examples(fast=40, long=300)
 @given(case=yaml_cases("workload"), hardware=st.sampled_from(HARDWARE),
        phase=st.sampled_from([None, "decode", "prefill", "serve", "inference", "training"]))
+@example(case=U1, hardware="h100-sxm", phase="training")  # U1
 def test_workload_files(case: Case, hardware: str, phase: str | None) -> None:
     extra = ["--phase", phase] if phase else []
     with tempfile.TemporaryDirectory() as folder:

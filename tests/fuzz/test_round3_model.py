@@ -1,0 +1,170 @@
+"""Regression tests for the model-side findings of fuzzing round 3 (issue 23, item 7), each
+with the input that found it (../shared/repro/round3)."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+from fuzzing import assert_eval_doc, assert_promise, dse
+
+import dse as api
+from dse.model.divisors import divisors, factorize
+
+
+def _yaml(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+# --- H1: a Transformer of 10^9 layers with pipeline parallelism -------------------------------
+# `dse eval h100-sxm H1_many_layers.yaml --phase training --chips 2 --pp 2` (GPT-2 with 10^9
+# layers) never ended: training.schedules listed the interleaved splits of a stage's layers by
+# trial division (O(layers / pp) per micro-batch). Fix: divisors from the factorization, at
+# most MAX_VIRTUAL_STAGES chunks per rank.
+
+@pytest.mark.parametrize("layers", [10**9, 2**53, 1441440])
+def test_training_with_very_many_layers_and_pipeline_parallelism_is_quick(tmp_path, layers):
+    wl = _yaml(tmp_path, "many.yaml", f"base: gpt2\nsource: fuzz H1\nlayers: {layers}\n")
+    for args in (("eval", "h100-sxm", wl, "--phase", "training"), ("memory", "h100-sxm", wl)):
+        ran = dse(*args, "--chips", "2", "--pp", "2", "-f", "json")
+        assert_promise(ran, infeasible=True, json_out=True)
+        assert ran.seconds < 8, ran.seconds
+
+
+def test_the_planner_tries_interleaved_schedules_up_to_the_cap():
+    from dse.model.execution import Execution
+    from dse.model.training import MAX_VIRTUAL_STAGES, schedules
+    from dse.spec.workload import Training
+
+    ex = Execution(chips=2, tp=1, pp=2)
+    assert schedules(Training(), ex, 2 * 720720, 2) == [1] + [
+        v for v in range(2, MAX_VIRTUAL_STAGES + 1) if 720720 % v == 0]
+    assert schedules(Training(), ex, 2**54, 2) == [1, 2, 4, 8, 16, 32, 64]
+    assert schedules(Training(schedule="interleaved"), ex, 2 * 1000003, 3) == [1]  # prime
+
+
+# --- H3: dse memory --suggest on 2^53 chips -------------------------------------------------
+# `dse memory h100-sxm llama2-7b --chips 9007199254740992 --suggest` never ended:
+# memory_plan._divisors trial-divided --chips. Fix: tp up to TP_MAX, pp among the divisors of
+# gcd(chips / tp, layers) from the factorization, at most MAX_DEPTHS of them.
+
+def test_divisors_by_factorization():
+    rng = random.Random(23)
+    for n in [1, 2, 12, 97, 720720] + [rng.randrange(1, 50_000) for _ in range(300)]:
+        assert list(divisors(n)) == [d for d in range(1, n + 1) if n % d == 0]
+    start = time.monotonic()
+    assert factorize(2**53) == {2: 53}
+    assert factorize(2**53 - 1) == {6361: 1, 69431: 1, 20394401: 1}
+    assert factorize(9007199254740881) == {9007199254740881: 1}  # the largest prime < 2^53
+    assert factorize(67108859 * 67108837) == {67108837: 1, 67108859: 1}  # two 26-bit primes
+    assert len(divisors(963761198400)) == 6720
+    assert time.monotonic() - start < 1.0
+
+
+@pytest.mark.parametrize("chips", ["100000000", "9007199254740992"])
+def test_suggest_on_very_many_chips_is_quick(chips):
+    ran = dse("memory", "h100-sxm", "llama2-7b", "--chips", chips, "--suggest", "-f", "json")
+    assert_promise(ran, infeasible=True, json_out=True)
+    assert ran.seconds < 8, ran.seconds
+
+
+def test_suggest_spreads_the_pipeline_depths_it_tries(tmp_path):
+    """A model of 963,761,198,400 layers on as many chips: 6,720 depths divide both; the
+    suggestions try MAX_DEPTHS of them, from 1 to the largest."""
+    from dse.model.memory_plan import MAX_DEPTHS, _spread
+
+    ds = divisors(963761198400)
+    picked = _spread(ds, MAX_DEPTHS)
+    assert len(picked) == MAX_DEPTHS and picked[0] == 1 and picked[-1] == ds[-1]
+    assert list(picked) == sorted(set(picked))
+    assert _spread((1, 2, 4), MAX_DEPTHS) == (1, 2, 4)
+    wl = _yaml(tmp_path, "hc.yaml", "base: gpt2\nsource: fuzz H3\nlayers: 963761198400\n")
+    ran = dse("memory", "h100-sxm", wl, "--chips", "963761198400", "--suggest", "-f", "json")
+    assert_promise(ran, infeasible=True, json_out=True)
+    assert ran.seconds < 8, ran.seconds
+
+
+# --- H2, H2b, T1: the recommender's shard planner ---------------------------------------------
+# H2: a table group of `count: 10^7` on 2 chips took > 60 s and 2.8 GB (plan_shards made one
+# object per table and piece); H2b: dlrm-dcnv2 on 65,536 chips > 100 s (each piece scanned
+# every chip). T1: dlrm-dcnv2 on 1,024 chips ended in "internal error: ValueError: a table has
+# at least one row": the 3-row table t5, heavier than a chip's fair share, was cut row-wise
+# into 5 pieces of 0.6 rows. Fix: the planner places equal pieces a round of chips at a time
+# on groups of equal chips (plan_groups); a row-wise piece holds at least one row.
+
+def test_table_group_of_ten_million_tables_is_quick(tmp_path):
+    wl = _yaml(tmp_path, "h2.yaml", "base: dlrm-dcnv2\nsource: fuzz H2\ntables:\n"
+               "  - {name: t, count: 10000000, rows: 10, dim: 4, lookups: 1}\n")
+    ran = dse("eval", "h100-sxm", wl, "--chips", "2", "-f", "json")
+    assert_promise(ran, infeasible=True, json_out=True)
+    assert ran.seconds < 8, ran.seconds
+
+
+@pytest.mark.parametrize("chips", ["1024", "65536", "1048576"])
+@pytest.mark.parametrize("phase", ["inference", "training"])
+def test_dlrm_on_many_chips_is_quick_and_feasible(chips, phase):
+    ran = dse("eval", "h100-sxm", "dlrm-dcnv2", "--chips", chips, "--phase", phase,
+              "-f", "json")
+    doc = assert_promise(ran, json_out=True)
+    assert_eval_doc(ran, doc)
+    assert ran.seconds < 8, ran.seconds
+
+
+def test_roofline_of_dlrm_on_1024_chips(tmp_path):
+    ran = dse("plot", "roofline", "h100-sxm", "dlrm-dcnv2", "--chips", "1024",
+              "-o", tmp_path / "r.png")
+    assert ran.code == 0, ran.stderr
+
+
+def test_row_wise_pieces_hold_at_least_one_row():
+    from dse.workloads.recommender import plan_groups
+
+    wl = api.load_workload("dlrm-dcnv2")
+    for chips in (1024, 4096, 2**20):
+        for eb in (1.0, 4.0):
+            for sharding in ("auto", "row", "column"):
+                for g in plan_groups(wl, chips, eb, sharding):
+                    assert all(s.rows(wl) >= 1 and s.dim(wl) >= 1 for s in g.shards)
+    t5 = next(i for i, t in enumerate(wl.tables) if t.name == "t5")  # 3 rows
+    parts = {s.parts for g in plan_groups(wl, 1024, 1.0, "row") for s in g.shards
+             if s.table == t5}
+    assert parts == {3}
+
+
+def _greedy_one_by_one(spec, chips: int, eb: float, sharding: str) -> list[list[tuple]]:
+    """The planner's rule placed one piece at a time (the definition plan_groups follows)."""
+    from dse.workloads.recommender import _pieces
+
+    plan: list[list[tuple]] = [[] for _ in range(chips)]
+    load, stored = [0.0] * chips, [0.0] * chips
+    for w, b, shard, k in _pieces(spec, chips, eb, sharding):
+        for _ in range(k):
+            c = min(range(chips), key=lambda i: (load[i], stored[i]))
+            plan[c].append((shard.table, shard.parts, shard.cut))
+            load[c] += w
+            stored[c] += b
+    return sorted(sorted(p) for p in plan)
+
+
+def test_grouped_planner_places_as_one_by_one():
+    """Random table groups (counts, sizes, lookups with ties) on 1-64 chips: the same
+    multiset of chip contents as placing every piece on its own."""
+    from types import SimpleNamespace
+
+    from dse.workloads.recommender import plan_shards
+
+    rng = random.Random(7)
+    for _ in range(300):
+        tables = [SimpleNamespace(
+            name=f"t{i}", count=rng.choice([1, 1, 2, 3, 5, 17]),
+            rows=rng.choice([10**6, 10**4, 5000, 3]), dim=rng.choice([16, 32, 64, 128]),
+            lookups=rng.choice([1, 2, 3, 0.5, 7, 20])) for i in range(rng.randint(1, 6))]
+        spec = SimpleNamespace(tables=tables)
+        chips, eb = rng.choice([1, 2, 3, 5, 7, 8, 13, 16, 31, 64]), rng.choice([1.0, 2.0, 4.0])
+        mine = sorted(sorted((s.table, s.parts, s.cut) for s in p)
+                      for p in plan_shards(spec, chips, eb, "auto"))
+        assert mine == _greedy_one_by_one(spec, chips, eb, "auto")

@@ -48,6 +48,7 @@ from dse.errors import DseError
 from dse.model.batch import DesignBatch
 from dse.model.divisors import divisors
 from dse.model.execution import Execution
+from dse.model.kernel import rate_of
 from dse.model.parallel import Collectives, chip_ops, collective_times, collectives_of
 from dse.model.placement import TRAINING, WORKSPACE, Footprint, Placement, place
 from dse.model.stages import (
@@ -324,9 +325,12 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
         "latency_s": total,
         "achieved_flop_per_s": done * ex.dp / total,
     }
-    # MFU against the peak of the linear layers' precision (FP8 training: the FP8 peak)
+    # MFU against the peak of the linear layers' precision (FP8 training: the FP8 peak), of
+    # the fastest engine that can run them: a GEMM runs on the vector units where they are
+    # faster than the matrix units (dse.model.performance), so a matrix peak set below the
+    # vector rate must not leave MFU above 1
     linear = str(table.dtype[np.flatnonzero(table.kind == "gemm")[0]])
-    peak = db.matrix_peak.get(linear, np.full(db.n, np.nan))
+    peak = np.fmax(rate_of(db.matrix_peak, linear, db.n), rate_of(db.vector_peak, linear, db.n))
     metrics["mfu"] = metrics["model_flop_per_s_per_chip"] / peak
     reasons = np.where(~placed.feasible, fit_text(db, fp, placed.short), "")
     reasons = np.where(st.missing_rate & (reasons == ""),

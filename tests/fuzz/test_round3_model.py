@@ -7,8 +7,11 @@ import random
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fuzzing import assert_eval_doc, assert_promise, dse
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dse as api
 from dse.model.divisors import divisors, factorize
@@ -168,3 +171,43 @@ def test_grouped_planner_places_as_one_by_one():
         mine = sorted(sorted((s.table, s.parts, s.cut) for s in p)
                       for p in plan_shards(spec, chips, eb, "auto"))
         assert mine == _greedy_one_by_one(spec, chips, eb, "auto")
+
+
+# --- S4: MFU above 100% -----------------------------------------------------------------------
+# `dse eval h100-sxm mpt-7b --chips 8 --set compute.matrix.peak_per_unit.bf16=100`: MFU 515.9%
+# (5.2e32 at 1e-30 FLOP/cycle). The GEMMs ran on the vector units, faster than the lowered
+# matrix peak (as they may), while MFU divided by the matrix peak. Fix: MFU's denominator is
+# the peak of the fastest engine that can run the linear layers' precision.
+
+def test_mfu_with_the_matrix_peak_below_the_vector_rate():
+    ran = dse("eval", "h100-sxm", "mpt-7b", "--chips", "8", "--set",
+              "compute.matrix.peak_per_unit.bf16=1e-30", "-f", "json")
+    doc = assert_promise(ran, json_out=True)
+    # every GEMM on the vector units at their peak: the published count's full causal
+    # attention (model FLOPs) is all that exceeds the executed FLOPs
+    assert 0.9 < doc["metrics"]["mfu"] < 1.02
+
+
+_ENCODER = api.load_workload("bert-large")
+_DB = api.design_batch(api.load_hardware("h100-sxm"))
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(matrix=st.floats(1e-12, 1e3), vector=st.floats(1e-6, 1e3),
+       fraction=st.floats(0.05, 1.0))
+def test_utilization_never_above_the_peak(matrix, vector, fraction):
+    """Matrix and vector peaks scaled apart by up to 15 orders of magnitude, any achievable
+    fraction: the executed FLOP rate never exceeds the peak of the fastest engine (HFU <= 1),
+    and for an encoder, whose model FLOPs are all executed, MFU <= HFU <= 1."""
+    import dataclasses
+
+    db = dataclasses.replace(
+        _DB, matrix_peak={k: v * matrix for k, v in _DB.matrix_peak.items()},
+        vector_peak={k: v * vector for k, v in _DB.vector_peak.items()},
+        matrix_fraction={k: np.full_like(v, fraction) for k, v in _DB.matrix_fraction.items()})
+    ev = api.evaluate(db, _ENCODER, phase="training", batch=8, seq_in=512)
+    assert ev.feasible[0]
+    peak = max(db.matrix_peak["bf16"][0], db.vector_peak["bf16"][0])
+    hfu = ev.metrics["hardware_flop_per_s_per_chip"][0] / peak
+    mfu = ev.metrics["mfu"][0]
+    assert 0 < mfu <= hfu * (1 + 1e-9) and hfu <= 1 + 1e-9, (mfu, hfu)

@@ -211,3 +211,19 @@ def test_utilization_never_above_the_peak(matrix, vector, fraction):
     hfu = ev.metrics["hardware_flop_per_s_per_chip"][0] / peak
     mfu = ev.metrics["mfu"][0]
     assert 0 < mfu <= hfu * (1 + 1e-9) and hfu <= 1 + 1e-9, (mfu, hfu)
+
+
+# --- S1: "inf" intensity in workload tables --------------------------------------------------
+# `dse workload mpt-7b`: the training operators of count 0 (recomputation not chosen) showed
+# arithmetic intensity `inf` (0 FLOP / 0 B). Fix: "-" where no bytes move, as the other empty
+# cells, and null in JSON.
+
+def test_workload_table_shows_no_infinite_intensity(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    ran = dse("workload", "mpt-7b")
+    assert ran.code == 0, ran.stderr
+    assert "inf" not in ran.stdout
+    rows = [line for line in ran.stdout.splitlines() if ".recompute" in line]
+    assert rows and all(line.rstrip(" │").endswith("-") for line in rows), rows
+    doc = assert_promise(dse("workload", "mpt-7b", "-f", "json"), json_out=True)
+    assert all(op["flops"] == 0 for op in doc["ops"] if op["count"] == 0)

@@ -227,3 +227,35 @@ def test_workload_table_shows_no_infinite_intensity(monkeypatch):
     assert rows and all(line.rstrip(" │").endswith("-") for line in rows), rows
     doc = assert_promise(dse("workload", "mpt-7b", "-f", "json"), json_out=True)
     assert all(op["flops"] == 0 for op in doc["ops"] if op["count"] == 0)
+
+
+# --- U1: a training scenario in a weight-only precision ---------------------------------------
+# `dse check U1_training_w4a16.yaml` accepted a training scenario with precision w4a16; eval
+# and memory refused it (exit 2) without file:line. Fix: the scenario refuses it at its
+# precision key, so check, eval and memory all say it there; a --precision flag is named.
+
+U1 = ("base: mpt-7b\nsource: fuzz U1\nscenarios:\n"
+      "  q-training: {phase: training, batch: 8, seq_in: 2048, precision: w4a16}\n")
+
+
+@pytest.mark.parametrize("command", ["check", "eval", "memory"])
+def test_training_in_a_weight_only_precision_is_refused_at_its_key(tmp_path, command):
+    path = _yaml(tmp_path, "u1.yaml", U1)
+    args = ("check", path) if command == "check" else (command, "h100-sxm", path, "--chips", "8")
+    ran = dse(*args)
+    assert_promise(ran)
+    assert ran.code == 2
+    assert ran.stderr == (f"{path}:4:68: scenarios.q-training.precision: w4a16: training runs "
+                          "fp32, bf16, fp16, mixed or fp8 (mixed precision with fp32 master "
+                          "weights)\n")
+
+
+def test_training_precision_flag_is_named():
+    ran = dse("eval", "h100-sxm", "mpt-7b", "--phase", "training", "--chips", "8",
+              "--precision", "w4a16")
+    assert ran.code == 2 and ran.stderr.startswith("--precision: w4a16: training runs")
+    # the lists agree: every name the spec allows is one the step model runs
+    from dse.spec.workload import TRAINING_PRECISION_NAMES
+    from dse.workloads.training import TRAINING_PRECISIONS
+
+    assert set(TRAINING_PRECISION_NAMES) == set(TRAINING_PRECISIONS)

@@ -259,3 +259,39 @@ def test_training_precision_flag_is_named():
     from dse.workloads.training import TRAINING_PRECISIONS
 
     assert set(TRAINING_PRECISION_NAMES) == set(TRAINING_PRECISIONS)
+
+
+# --- S3: batch best short of the best batch ---------------------------------------------------
+# `dse eval h100-sxm bert-large --batch best,35 --set memory.HBM3.capacity=3.5GB`: best picked
+# 34 (9,370 samples/s) while 35 fit (9,503: 1.4% more), and 2.6 GB picked 35: more HBM gave a
+# lower best. Two passes of 12 candidates skipped 35 (one more sequence fills a wave of thread
+# blocks). Fix: linear passes continue until every whole batch next to the best is tried.
+
+def test_batch_best_finds_the_best_batch_of_the_reproducer():
+    ran = dse("eval", "h100-sxm", "bert-large", "--batch", "best,35,34", "--set",
+              "memory.HBM3.capacity=3.5GB", "-f", "json")
+    doc = assert_promise(ran, json_out=True)
+    rows = {str(r["scenario"]["batch"]): r for r in doc} if isinstance(doc, list) else None
+    assert rows is not None, doc
+    per = {k: (r["scenario"]["sequences_per_replica"], r["metrics"]["samples_per_s"])
+           for k, r in rows.items()}
+    assert per["best"] == per["35"] and per["best"][1] > per["34"][1]
+
+
+@pytest.mark.parametrize("capacity", ["2.6 GB", "3.5 GB", "4.4 GB"])
+def test_batch_best_is_the_best_whole_batch_and_grows_with_memory(capacity):
+    """Against every batch from 1 to the most that fit: best is the highest throughput (ties
+    within 1e-12); with more HBM it is never lower."""
+    hw, wl = api.load_hardware("h100-sxm"), api.load_workload("bert-large")
+    kw = dict(overrides={"memory.HBM3.capacity": capacity}, scenario="mlperf-offline")
+    best = api.evaluate(hw, wl, batch="best", **kw)
+    most = int(api.evaluate(hw, wl, batch="max", **kw).sequences[0])
+    assert most > 1000
+    every = api.evaluate(hw, wl, batch=list(range(1, most + 1)), **kw)
+    rates = np.where(every.feasible, every.metrics["samples_per_s"], -1.0)
+    assert best.metrics["samples_per_s"][0] >= rates.max() * (1 - 1e-12)
+    smaller = {"3.5 GB": "2.6 GB", "4.4 GB": "3.5 GB"}.get(capacity)
+    if smaller:
+        less = api.evaluate(hw, wl, batch="best", overrides={"memory.HBM3.capacity": smaller},
+                            scenario="mlperf-offline")
+        assert best.metrics["samples_per_s"][0] >= less.metrics["samples_per_s"][0]

@@ -74,9 +74,9 @@ from dse.workloads import execution_issues, lower, resolve_scenario
 from dse.workloads.optable import CLASSES
 from dse.workloads.serving import batch_limit, engine_of, iteration
 
-# batch best: candidate batches per design, geometric from 1 to the most that fit, then
-# linear passes between the neighbours of the best one until every whole batch between them
-# is tried (each pass narrows the window ~5x: 10^6 sequences take ~8 passes).
+# batch best (_best): candidate batches run per design at a time; linear passes around a peak
+# until every whole batch next to it is tried (each narrows the window ~5x: 10^6 sequences
+# take ~8 passes).
 BEST_CANDIDATES = 12
 MAX_BEST_PASSES = 16
 GRID_STEPS = 2  # pass 1: batches 2^(j / GRID_STEPS), rounded, up to the most that fit

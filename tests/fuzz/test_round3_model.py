@@ -295,3 +295,74 @@ def test_batch_best_is_the_best_whole_batch_and_grows_with_memory(capacity):
         less = api.evaluate(hw, wl, batch="best", overrides={"memory.HBM3.capacity": smaller},
                             scenario="mlperf-offline")
         assert best.metrics["samples_per_s"][0] >= less.metrics["samples_per_s"][0]
+
+
+# --- S2: the same design priced two ways --------------------------------------------------------
+# `dse eval h100-sxm gemm:8192x8192x8192 --set compute.units=160` priced 875 mm2 (infeasible:
+# the H100's spare SMs scaled with the enabled count) while a file `base: h100-sxm` with
+# `compute: {units: 160}` priced 791 mm2 (feasible: a new die without spares); power, energy
+# and, when power-limited, throughput differed for every units or stacks change. Fix: one
+# rule (dse.spec.fixed_costs.spares): a derived design keeps its base's spare fraction, by
+# base: as by --set or a study (GH100 builds 144 SMs for 132, six HBM sites for five).
+
+_DERIVED = [
+    ("compute.units", "160", "compute: {units: 160}\n"),
+    ("compute.units", "96", "compute: {units: 96}\n"),
+    ("memory.HBM3.stacks", "4", "memory:\n  - {name: HBM3, stacks: 4}\n"),
+    ("memory.HBM3.stacks", "6", "memory:\n  - {name: HBM3, stacks: 6}\n"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "yaml"), _DERIVED)
+def test_set_and_base_price_a_derived_design_alike(tmp_path, path, value, yaml):
+    from dse.spec.load import hardware_with_technology
+
+    derived = _yaml(tmp_path, "d.yaml", f"base: h100-sxm\nsource: fuzz S2\n{yaml}")
+    wl = api.load_workload("llama2-7b")
+    base_hw, tech = hardware_with_technology("h100-sxm")
+    file_hw, file_tech = hardware_with_technology(derived)
+    by_set = api.evaluate(base_hw, wl, overrides={path: value}, tech=tech, reticle=False)
+    by_file = api.evaluate(file_hw, wl, tech=file_tech, reticle=False)
+    for key in ("area_mm2", "power_w", "energy_per_step_j", "latency_s", "tokens_per_s"):
+        if key in by_set.metrics:
+            assert by_set.metrics[key][0] == pytest.approx(by_file.metrics[key][0],
+                                                           rel=1e-12), key
+    if path == "compute.units":  # the spares are paid: more than a die of exactly 160
+        exact = _yaml(tmp_path, "e.yaml", f"base: h100-sxm\nsource: fuzz S2\n{yaml}"
+                      f"technology: {{as_built: {{units: {value}}}}}\n")
+        hw, t = hardware_with_technology(exact)
+        assert by_file.metrics["area_mm2"][0] > \
+            api.evaluate(hw, wl, tech=t, reticle=False).metrics["area_mm2"][0] + 10
+
+
+def test_units_160_by_set_and_by_base_on_the_command_line(tmp_path):
+    derived = _yaml(tmp_path, "S2_units160.yaml", "base: h100-sxm\nsource: fuzz S2\n"
+                    "compute: {units: 160}\n")
+    runs = [dse("eval", "h100-sxm", "gemm:8192x8192x8192", "--set", "compute.units=160",
+                "-f", "json"), dse("eval", derived, "gemm:8192x8192x8192", "-f", "json")]
+    docs = [assert_promise(r, infeasible=True, json_out=True) for r in runs]
+    assert all(r.code == 3 for r in runs)
+    assert docs[0]["reason"] == docs[1]["reason"] == \
+        "a die of 875 mm2 exceeds the 858 mm2 reticle"
+
+
+def test_spares_follow_the_rule_of_their_design(tmp_path):
+    """A shipped die's own as_built; a derived new die (through two files) its base's
+    ratios; same_die the base's counts themselves; a derived file that states its own
+    as_built, those."""
+    from dse.spec.fixed_costs import Spares, spares
+
+    h100 = spares(api.load_hardware("h100-sxm"))
+    assert h100.units == pytest.approx(144 / 132)
+    assert h100.levels["HBM3"]["stacks"] == pytest.approx(6 / 5)
+    one = _yaml(tmp_path, "one.yaml", "base: h100-sxm\nsource: t\ncompute: {units: 100}\n")
+    two = _yaml(tmp_path, "two.yaml", "base: one.yaml\nsource: t\ncompute: {units: 120}\n")
+    assert spares(api.load_hardware(one)) == h100 == spares(api.load_hardware(two))
+    same = _yaml(tmp_path, "same.yaml", "base: h100-sxm\nsource: t\ncompute: {units: 120}\n"
+                 "technology: {same_die: true}\n")
+    assert spares(api.load_hardware(same)).units == pytest.approx(144 / 120)
+    own = _yaml(tmp_path, "own.yaml", "base: h100-sxm\nsource: t\ncompute: {units: 120}\n"
+                "technology: {as_built: {units: 130}}\n")
+    assert spares(api.load_hardware(own)).units == pytest.approx(130 / 120)
+    assert spares(api.load_hardware(own)).levels == {}
+    assert Spares().units == 1.0

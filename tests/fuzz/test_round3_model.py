@@ -176,16 +176,18 @@ def test_grouped_planner_places_as_one_by_one():
 # --- S4: MFU above 100% -----------------------------------------------------------------------
 # `dse eval h100-sxm mpt-7b --chips 8 --set compute.matrix.peak_per_unit.bf16=100`: MFU 515.9%
 # (5.2e32 at 1e-30 FLOP/cycle). The GEMMs ran on the vector units, faster than the lowered
-# matrix peak (as they may), while MFU divided by the matrix peak. Fix: MFU's denominator is
-# the peak of the fastest engine that can run the linear layers' precision.
+# matrix peak (as they may), at 100% of the vector peak, while MFU divided by the matrix peak.
+# Fix: MFU's denominator is the peak of the fastest engine that can run the linear layers'
+# precision, and a GEMM on the vector units reaches the same achievable fraction of their
+# peak as on the matrix units (no unit runs a GEMM at its peak).
 
-def test_mfu_with_the_matrix_peak_below_the_vector_rate():
+@pytest.mark.parametrize("peak", ["100", "1e-30"])
+def test_mfu_with_the_matrix_peak_below_the_vector_rate(peak):
     ran = dse("eval", "h100-sxm", "mpt-7b", "--chips", "8", "--set",
-              "compute.matrix.peak_per_unit.bf16=1e-30", "-f", "json")
+              f"compute.matrix.peak_per_unit.bf16={peak}", "-f", "json")
     doc = assert_promise(ran, json_out=True)
-    # every GEMM on the vector units at their peak: the published count's full causal
-    # attention (model FLOPs) is all that exceeds the executed FLOPs
-    assert 0.9 < doc["metrics"]["mfu"] < 1.02
+    # every GEMM on the vector units at 86.5% of their peak (the H100's GEMM fraction)
+    assert 0.8 < doc["metrics"]["mfu"] < 0.9
 
 
 _ENCODER = api.load_workload("bert-large")

@@ -214,22 +214,18 @@ def _pieces(spec: RecommenderSpec, chips: int, element_bytes: float, sharding: s
 
 def _rounds_until(m: ChipGroup, o: ChipGroup, w: float, b: float) -> int | None:
     """The fewest rounds t >= 1 of one piece (w, b) per chip after which group m's state
-    (load, stored) reaches o's; None: never (w = 0 and m's load below o's)."""
+    (load, stored) reaches o's; None: never (w = 0 and m's load below o's, or pieces too
+    small to change a float this large)."""
     def reached(t: int) -> bool:
         return (m.load + t * w, m.stored + t * b) >= (o.load, o.stored)
 
-    if w > 0:
-        t = (o.load - m.load) / w
-    elif m.load < o.load or b <= 0:
+    lo, hi = 1, 2**62
+    if not reached(hi):
         return None
-    else:
-        t = (o.stored - m.stored) / b
-    t = max(1, int(min(t, 2.0 ** 62)))
-    while t > 1 and reached(t - 1):
-        t -= 1
-    while not reached(t):
-        t += 1
-    return t
+    while lo < hi:  # reached is monotone in t
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if reached(mid) else (mid + 1, hi)
+    return lo
 
 
 def _place(groups: list[ChipGroup], w: float, b: float, shard: Shard, k: int) -> None:
@@ -257,8 +253,9 @@ def _place(groups: list[ChipGroup], w: float, b: float, shard: Shard, k: int) ->
             add(split(lo, 1) if lo.chips > 1 else lo, k)
             return
         step = (lo.load + w, lo.stored + b)
-        window = [g for g in groups if (g.load, g.stored) < step]
-        outside = [g for g in groups if (g.load, g.stored) >= step]
+        window = [g for g in groups if (g.load, g.stored) < step] or \
+            [g for g in groups if (g.load, g.stored) == (lo.load, lo.stored)]  # absorbed
+        outside = [g for g in groups if g not in window]
         n_w = sum(g.chips for g in window)
         t_max = _rounds_until(window[-1], outside[0], w, b) if outside else None
         rounds = k // n_w if t_max is None else min(t_max, k // n_w)

@@ -368,3 +368,27 @@ def test_spares_follow_the_rule_of_their_design(tmp_path):
     assert spares(api.load_hardware(own)).units == pytest.approx(130 / 120)
     assert spares(api.load_hardware(own)).levels == {}
     assert Spares().units == 1.0
+
+
+def test_planner_with_pieces_too_small_to_change_a_load():
+    """Loads 1e26 apart: a light piece does not change a heavy chip's float load; the planner
+    still places every piece, once, on a partition of the chips."""
+    from types import SimpleNamespace
+
+    from dse.workloads.recommender import critical_chip, plan_groups
+
+    specs = [
+        [SimpleNamespace(name="a", count=3, rows=2**53, dim=2**20, lookups=1e20),
+         SimpleNamespace(name="b", count=10**7, rows=1, dim=1, lookups=1)],
+        [SimpleNamespace(name="a", count=2**53, rows=1, dim=1, lookups=1e-20),
+         SimpleNamespace(name="b", count=5, rows=10, dim=4, lookups=1e20)],
+    ]
+    for tables in specs:
+        spec = SimpleNamespace(tables=tables)
+        for chips in (1, 2, 7, 2**20, 2**53):
+            groups = plan_groups(spec, chips, 4.0)
+            assert sum(g.chips for g in groups) == chips
+            assert sum(g.chips * n for g in groups for s, n in g.shards.items()
+                       if s.table == 1) == tables[1].count * max(
+                {s.parts for g in groups for s in g.shards if s.table == 1})
+            assert critical_chip(groups).load > 0

@@ -72,8 +72,8 @@ def rate_table(batch: DesignBatch, precisions: list[str]
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """[N, P] effective matrix rate (peak x achievable fraction x the typical share a
     model's layer GEMMs get, TYPICAL where the chip states none), vector rate, and the rate
-    of a GEMM run on the vector units (their peak x the same achievable fraction: no unit
-    runs a GEMM at its peak), FLOP/s, of each precision in `precisions`. A chip without
+    of a GEMM run on the vector units (their peak x the same fraction and typical share: no
+    unit runs a GEMM at its peak), FLOP/s, of each precision in `precisions`. A chip without
     separate vector units runs vector work on its matrix units, at their best-shape rate (no
     GEMM kernel choice is involved); NaN where the chip has no rate at all for the
     precision."""
@@ -88,8 +88,8 @@ def rate_table(batch: DesignBatch, precisions: list[str]
             else vector
         matrix_rates[:, j] = best * typical if p in batch.matrix_peak else best
         vector_rates[:, j] = np.where(np.isnan(vector), best, vector)
-        fraction = batch.matrix_fraction[p] if p in batch.matrix_peak else 1.0
-        gemm_on_vector[:, j] = vector_rates[:, j] * fraction
+        share = batch.matrix_fraction[p] * typical if p in batch.matrix_peak else 1.0
+        gemm_on_vector[:, j] = vector_rates[:, j] * share
     return matrix_rates, vector_rates, gemm_on_vector
 
 

@@ -178,16 +178,17 @@ def test_grouped_planner_places_as_one_by_one():
 # (5.2e32 at 1e-30 FLOP/cycle). The GEMMs ran on the vector units, faster than the lowered
 # matrix peak (as they may), at 100% of the vector peak, while MFU divided by the matrix peak.
 # Fix: MFU's denominator is the peak of the fastest engine that can run the linear layers'
-# precision, and a GEMM on the vector units reaches the same achievable fraction of their
-# peak as on the matrix units (no unit runs a GEMM at its peak).
+# precision, and a GEMM on the vector units reaches the same share of their peak (achievable
+# fraction x typical) as on the matrix units (no unit runs a GEMM at its peak).
 
 @pytest.mark.parametrize("peak", ["100", "1e-30"])
 def test_mfu_with_the_matrix_peak_below_the_vector_rate(peak):
     ran = dse("eval", "h100-sxm", "mpt-7b", "--chips", "8", "--set",
               f"compute.matrix.peak_per_unit.bf16={peak}", "-f", "json")
     doc = assert_promise(ran, json_out=True)
-    # every GEMM on the vector units at 86.5% of their peak (the H100's GEMM fraction)
-    assert 0.8 < doc["metrics"]["mfu"] < 0.9
+    # every GEMM on the vector units at the H100's GEMM share of their peak: its achievable
+    # fraction 0.865 x the typical share 0.90 of a model's layer GEMMs
+    assert 0.7 < doc["metrics"]["mfu"] < 0.85
 
 
 _ENCODER = api.load_workload("bert-large")

@@ -45,7 +45,7 @@ def _ref_rates(batch: DesignBatch, dtypes: np.ndarray
     n = batch.n
     # A model's matrix operators get the typical share of the best-shape rate (the chip's
     # own, else kernel.TYPICAL); vector work on matrix units gets the best-shape rate; a GEMM
-    # on the vector units the achievable fraction of their peak.
+    # on the vector units the same share (achievable fraction x typical) of their peak.
     typical = np.where(np.isnan(batch.matrix_typical), TYPICAL, batch.matrix_typical)
     m_cols, v_cols, g_cols = {}, {}, {}
     for dt in set(dtypes):
@@ -56,7 +56,8 @@ def _ref_rates(batch: DesignBatch, dtypes: np.ndarray
         matrix = best * typical if p in batch.matrix_peak else best
         vector = np.where(np.isnan(vector), best, vector)
         m_cols[dt], v_cols[dt] = matrix, vector
-        g_cols[dt] = vector * (batch.matrix_fraction[p] if p in batch.matrix_peak else 1.0)
+        g_cols[dt] = vector * (batch.matrix_fraction[p] * typical if p in batch.matrix_peak
+                               else 1.0)
     return tuple(np.stack([c[d] for d in dtypes], axis=1) for c in (m_cols, v_cols, g_cols))
 
 

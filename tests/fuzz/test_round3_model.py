@@ -181,7 +181,7 @@ def test_grouped_planner_places_as_one_by_one():
 # precision, and a GEMM on the vector units reaches the same share of their peak (achievable
 # fraction x typical) as on the matrix units (no unit runs a GEMM at its peak).
 
-@pytest.mark.parametrize("peak", ["100", "1e-30"])
+@pytest.mark.parametrize("peak", ["100 FLOP/cycle", "1e-30 FLOP/cycle"])
 def test_mfu_with_the_matrix_peak_below_the_vector_rate(peak):
     ran = dse("eval", "h100-sxm", "mpt-7b", "--chips", "8", "--set",
               f"compute.matrix.peak_per_unit.bf16={peak}", "-f", "json")
@@ -393,3 +393,26 @@ def test_planner_with_pieces_too_small_to_change_a_load():
                        if s.table == 1) == tables[1].count * max(
                 {s.parts for g in groups for s in g.shards if s.table == 1})
             assert critical_chip(groups).load > 0
+
+
+def test_a_per_cycle_peak_per_unit_is_not_clocked_twice(tmp_path):
+    """Found fixing S4: `--set compute.matrix.peak_per_unit.bf16='100 FLOP/cycle'` (and the
+    same string through dse.evaluate's overrides) built a peak of 4.4e22 FLOP/s, the clock
+    applied twice (the field is kept per cycle and the model multiplies it by the clock).
+    The same peak by --set, by the API and by a derived file."""
+    from dse.model import design_batch
+
+    hw = api.load_hardware("h100-sxm")
+    want = 100 * 132 * hw.compute.clock
+    got = design_batch(hw, {"compute.matrix.peak_per_unit.bf16": ["100 FLOP/cycle",
+                                                                  "1e-30 FLOP/cycle"]})
+    assert got.matrix_peak["bf16"] == pytest.approx([want, want * 1e-32], rel=1e-12)
+    derived = _yaml(tmp_path, "p.yaml", "base: h100-sxm\nsource: t\ncompute:\n  matrix:\n"
+                    "    peak_per_unit: {bf16: 100 FLOP/cycle}\n")
+    by_file = design_batch(api.load_hardware(derived)).matrix_peak["bf16"]
+    assert by_file == pytest.approx([want], rel=1e-12)
+    runs = [dse("eval", "h100-sxm", "gemm:4096x4096x4096", "--set",
+                "compute.matrix.peak_per_unit.bf16=100 FLOP/cycle", "-f", "json"),
+            dse("eval", derived, "gemm:4096x4096x4096", "-f", "json")]
+    rates = [assert_promise(r, json_out=True)["metrics"]["achieved_flop_per_s"] for r in runs]
+    assert rates[0] == pytest.approx(rates[1], rel=1e-12) and rates[0] < 1e15  # not 4.4e22

@@ -242,7 +242,7 @@ def test_ops_gives_the_operators_of_every_design_in_long_form():
     (["--batch", "1,x"], "--batch: expected a whole number or max"),
     (["--seq-in", "12a"], "--seq-in: expected a whole number"),
     (["--scenario", "nope"], "unknown scenario 'nope'"),
-    (["--phase", "training", "--precision", "int8"], "precision int8: training runs"),
+    (["--phase", "training", "--precision", "int8"], "--precision: int8: training runs"),
 ])
 def test_bad_options_exit_two_with_one_line(args, message):
     result = run("eval", "h100-sxm", "llama2-7b", *args)

@@ -14,11 +14,12 @@ edge the off-chip interfaces need, and the constraints that follow. Pure numpy, 
     padding   = max(0, dies x (edge / (4 dies))^2 - total)   (pad-limited dies)
     perimeter = dies x 4 sqrt(total / dies)   (square dies)
 
-Counts are the die as built (`technology.as_built`): spares fused off for yield take
-silicon too. A design whose interfaces need more edge than its contents' perimeter is
-pad-limited: its dies grow until the edge fits (I/O-bound dies are made this way), which
-costs area and, past the node's reticle (858 mm^2), makes it infeasible when `reticle`
-is asked for.
+Counts are the die as built (`technology.as_built`, dse.spec.fixed_costs.spares): spares
+fused off for yield take silicon too, and a design derived from a die with spares (by
+`base:`, `--set` or a study) keeps its base's spare fraction. A design whose interfaces
+need more edge than its contents' perimeter is pad-limited: its dies grow until the edge
+fits (I/O-bound dies are made this way), which costs area and, past the node's reticle
+(858 mm^2), makes it infeasible when `reticle` is asked for.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ import numpy as np
 
 from dse.errors import DseError
 from dse.model.batch import DesignBatch
-from dse.spec.hardware import CHANNEL_INTERFACES, HBM_INTERFACES, HardwareSpec, interface_family
+from dse.spec.fixed_costs import spares
+from dse.spec.hardware import CHANNEL_INTERFACES, HBM_INTERFACES, interface_family
 from dse.spec.technology import ComputeArea, Phy, TechSpec
 
 UNCORE = "uncore"
@@ -77,25 +79,6 @@ def _lanes(bandwidth: np.ndarray, phy: Phy) -> np.ndarray:
     return np.ceil(bandwidth / phy.rate - 1e-9)
 
 
-def _ratio(built: float | None, enabled: float | None) -> float:
-    return built / enabled if built and enabled else 1.0
-
-
-def _spares(spec: HardwareSpec) -> tuple[float, dict[str, dict[str, float]], float]:
-    """As-built / enabled ratios: units, per level (capacity, stacks, channels), links."""
-    built = spec.technology.as_built if spec.technology else None
-    if built is None:
-        return 1.0, {}, 1.0
-    levels = {lv.name: lv for lv in spec.memory}
-    per_level = {
-        name: {f: _ratio(getattr(b, f), getattr(levels[name], f))
-               for f in ("capacity", "stacks", "channels")}
-        for name, b in built.memory.items() if name in levels}
-    ic = spec.interconnect
-    return (_ratio(built.units, spec.compute.units), per_level,
-            _ratio(built.links, ic.links if ic else None))
-
-
 def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False) -> AreaResult:
     """Die area of every design of `db` with the constants of `tech`. `reticle`: designs
     whose dies exceed the reticle are infeasible (a constraint a study turns on)."""
@@ -104,7 +87,8 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False) -> AreaResul
     if style is None:
         raise DseError(f"{spec.name}: compute.style: the area model needs how the compute is "
                        "built (gpu or array)")
-    f_units, f_level, f_links = _spares(spec)
+    sp = spares(spec)  # one rule for a shipped die, a derived file and --set / a study
+    f_units, f_level, f_links = sp.units, sp.levels, sp.links
     units_scale = np.full(n, f_units)
     comp: dict[str, np.ndarray] = {}
     edge = np.zeros(n)
@@ -161,11 +145,9 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False) -> AreaResul
                            "(hbm3, lpddr5, ddr5 ...)")
 
     ic = spec.interconnect
-    built = spec.technology.as_built if spec.technology else None
     # Links on the die: the enabled ones scaled by the spares, or the as-built count where the
     # product enables none (a PCIe card whose die carries NVLink).
-    links = np.where(db.links > 0, db.links * f_links,
-                     float(built.links or 0) if built is not None else 0.0)
+    links = np.where(db.links > 0, db.links * f_links, sp.idle_links)
     if ic is not None and np.any(links > 0):
         given = np.isfinite(db.lanes_per_link)
         if not np.all(given | (db.link_bandwidth > 0)):

@@ -140,7 +140,9 @@ class _Values:
                        for v in np.asarray(items, dtype=object).ravel()]
             if any(cyc) and not all(cyc):
                 raise DseError(f"--set {path}: give every value per cycle or none")
-            if any(cyc):
+            if any(cyc) and term.kind is not units.OPS_PER_CYCLE:
+                # a per-cycle value of a per-second field follows the clock; a field kept
+                # per cycle (peak_per_unit, which the model multiplies by the clock) does not
                 self.per_cycle.add(path)
             self.parsed[path] = convert(path, term, value, 1.0 if any(cyc) else clock0)
             _in_range(path, term, self.parsed[path])

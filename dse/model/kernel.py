@@ -68,15 +68,19 @@ def rate_of(table: dict[str, np.ndarray], dtype: str, n: int) -> np.ndarray:
     return table[p] if p in table else np.full(n, np.nan)
 
 
-def rate_table(batch: DesignBatch, precisions: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def rate_table(batch: DesignBatch, precisions: list[str]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """[N, P] effective matrix rate (peak x achievable fraction x the typical share a
-    model's layer GEMMs get, TYPICAL where the chip states none) and vector rate, FLOP/s, of
-    each precision in `precisions`. A chip without separate vector units runs vector work on
-    its matrix units, at their best-shape rate (no GEMM kernel choice is involved); NaN
-    where the chip has no rate at all for the precision."""
+    model's layer GEMMs get, TYPICAL where the chip states none), vector rate, and the rate
+    of a GEMM run on the vector units (their peak x the same fraction and typical share: no
+    unit runs a GEMM at its peak), FLOP/s, of each precision in `precisions`. A chip without
+    separate vector units runs vector work on its matrix units, at their best-shape rate (no
+    GEMM kernel choice is involved); NaN where the chip has no rate at all for the
+    precision."""
     n = batch.n
     typical = np.where(np.isnan(batch.matrix_typical), TYPICAL, batch.matrix_typical)
     matrix_rates, vector_rates = np.empty((n, len(precisions))), np.empty((n, len(precisions)))
+    gemm_on_vector = np.empty((n, len(precisions)))
     for j, dt in enumerate(precisions):
         p = executed_precision(batch.matrix_peak, dt)
         vector = rate_of(batch.vector_peak, dt, n)
@@ -84,7 +88,9 @@ def rate_table(batch: DesignBatch, precisions: list[str]) -> tuple[np.ndarray, n
             else vector
         matrix_rates[:, j] = best * typical if p in batch.matrix_peak else best
         vector_rates[:, j] = np.where(np.isnan(vector), best, vector)
-    return matrix_rates, vector_rates
+        share = batch.matrix_fraction[p] * typical if p in batch.matrix_peak else 1.0
+        gemm_on_vector[:, j] = vector_rates[:, j] * share
+    return matrix_rates, vector_rates, gemm_on_vector
 
 
 def overlap(on_die: np.ndarray, off_chip: np.ndarray, out: np.ndarray | None = None

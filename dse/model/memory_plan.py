@@ -35,6 +35,7 @@ Suggestions (`suggest`):
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -43,6 +44,7 @@ from pydantic import ValidationError
 
 from dse.errors import DseError
 from dse.model.batch import DesignBatch
+from dse.model.divisors import divisors
 from dse.model.evaluate import Evaluation, evaluate
 from dse.model.execution import Execution
 from dse.model.training import (
@@ -65,6 +67,10 @@ PARTS = ("parameters", "gradients", "optimizer_state", "activations", "temporary
 TP_MAX = 8
 # Strategies evaluated by --suggest at most (~25 ms each on one core: about 4 s).
 MAX_EVALUATED = 160
+# Pipeline depths tried per tensor-parallel degree at most: where more divide both the chips
+# and the layers (a model of 10^12 layers on as many chips: 6,720), MAX_DEPTHS of them spread
+# over the range (README, Input limits).
+MAX_DEPTHS = 24
 # The default training scenario's global batch (dse.workloads.PHASE_DEFAULTS); dse memory
 # raises it to one sequence per chip so every data-parallel degree can be planned.
 DEFAULT_BATCH = 8
@@ -247,8 +253,14 @@ class Strategy:
         return Choice(self.micro_batch, self.zero, self.recompute, self.sequence_parallel)
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+def _spread(values: tuple[int, ...], k: int) -> tuple[int, ...]:
+    """At most k of the ascending `values`, evenly spaced in rank (the first and last kept):
+    divisors are about evenly spaced on a log scale, so these cover every order of
+    magnitude."""
+    if len(values) <= k:
+        return values
+    return tuple(values[i] for i in sorted({round(j * (len(values) - 1) / (k - 1))
+                                           for j in range(k)}))
 
 
 def strategies(wl: WorkloadSpec, sc: Scenario, db: DesignBatch, chips: int) -> list[Strategy]:
@@ -260,10 +272,12 @@ def strategies(wl: WorkloadSpec, sc: Scenario, db: DesignBatch, chips: int) -> l
     batch = int(sc.batch)
     offloads: list[str | None] = [None, *slower_levels(db)]
     out = []
-    for tp in _divisors(chips):
-        if tp > tp_max or wl.heads % tp:
+    for tp in (d for d in range(1, tp_max + 1) if chips % d == 0):
+        if wl.heads % tp:
             continue
-        for pp in _divisors(chips // tp):
+        # pp divides both the chips left and the layers: the divisors of their gcd, from
+        # its factorization (2^53 chips take milliseconds)
+        for pp in _spread(divisors(math.gcd(chips // tp, wl.layers)), MAX_DEPTHS):
             if wl.layers % (pp * (t.virtual_stages or 1)):
                 continue
             dp = chips // (tp * pp)

@@ -204,7 +204,7 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
 
     # Rates per precision ([P, N]) and where each operator finds its own.
     precisions = sorted(set(dtypes))
-    m_tab, v_tab = (np.ascontiguousarray(t.T) for t in rate_table(batch, precisions))
+    m_tab, v_tab, gv_tab = (np.ascontiguousarray(t.T) for t in rate_table(batch, precisions))
     rate_row = None if len(precisions) == 1 else \
         np.array([precisions.index(d) for d in dtypes], dtype=np.intp)
     fp32_vector = rate_of(batch.vector_peak, "fp32", n_)
@@ -300,14 +300,14 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         # Compute time. A small GEMM runs on whichever engine is faster: the under-used
         # array or the vector units. A chip without vector units has only the array (its
         # vector work runs there).
-        m_rate, v_rate = m_tab[:, d], v_tab[:, d]
+        m_rate, v_rate, gv_rate = m_tab[:, d], v_tab[:, d], gv_tab[:, d]
         if rate_row is not None:
-            m_rate, v_rate = m_rate[rate_row], v_rate[rate_row]
+            m_rate, v_rate, gv_rate = m_rate[rate_row], v_rate[rate_row], gv_rate[rate_row]
         np.multiply(m_rate, util, out=comp)
         if issue is not None:
             comp *= issue[d].T
-        if batch.vector_peak:
-            np.maximum(comp, v_rate, out=comp)
+        if batch.vector_peak:  # a GEMM on the vector units reaches their achievable share
+            np.maximum(comp, gv_rate, out=comp)
         if vector_rows.size:
             comp[vector_rows] = v_rate[vector_rows] if rate_row is not None else v_rate
         flops_b = flops.at(d)

@@ -46,7 +46,9 @@ import numpy as np
 
 from dse.errors import DseError
 from dse.model.batch import DesignBatch
+from dse.model.divisors import divisors
 from dse.model.execution import Execution
+from dse.model.kernel import rate_of
 from dse.model.parallel import Collectives, chip_ops, collective_times, collectives_of
 from dse.model.placement import TRAINING, WORKSPACE, Footprint, Placement, place
 from dse.model.stages import (
@@ -71,6 +73,12 @@ from dse.workloads.transformer import DTYPE_BYTES, PRECISIONS, attention_pairs
 # ran MPT-7B on 8 H100s at 6 sequences per micro-batch, 48 in the step). Larger ones only
 # add activation memory: at 2,048 tokens, 256 sequences are 524,288 rows per GEMM.
 MAX_MICRO_BATCH = 256
+# Model chunks per pipeline rank the planner tries at most: interleaving divides the bubble
+# by v and multiplies the stage-to-stage sends by v, so past a few dozen chunks it only adds
+# sends (Megatron-LM runs use 2-8; Narayanan et al., SC21, Fig. 12-13 go to 4 and 8 layers
+# per chunk). It bounds the setups timed for a model of very many layers (README, Input
+# limits).
+MAX_VIRTUAL_STAGES = 64
 
 
 def micro_batches(per_replica: int) -> list[int]:
@@ -153,13 +161,15 @@ def schedules(t: Training, ex: Execution, layers: int, microbatches: int) -> lis
     split of the longest stage's layers into whole-layer chunks. The planner interleaves
     only when the micro-batches are a multiple of the pipeline depth, as Megatron-LM's
     schedule requires (Narayanan et al., SC21, Sec. 2.2.2); interleaving divides the
-    bubble by v and multiplies the stage-to-stage sends by v."""
+    bubble by v and multiplies the stage-to-stage sends by v. At most MAX_VIRTUAL_STAGES
+    chunks per rank; the divisors come from the stage's factorization (a stage of 2^52
+    layers is as quick as one of 8)."""
     if t.schedule == "1f1b" or ex.pp == 1:
         return [1]
     if t.virtual_stages is not None:
         return [t.virtual_stages]
     stage = math.ceil(layers / ex.pp)
-    split = [v for v in range(2, stage + 1) if stage % v == 0]
+    split = [v for v in divisors(stage) if 1 < v <= MAX_VIRTUAL_STAGES]
     if t.schedule == "interleaved":  # asked for: every split (1F1B if a stage is one layer)
         return split or [1]
     return [1] + (split if microbatches % ex.pp == 0 else [])
@@ -315,9 +325,12 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
         "latency_s": total,
         "achieved_flop_per_s": done * ex.dp / total,
     }
-    # MFU against the peak of the linear layers' precision (FP8 training: the FP8 peak)
+    # MFU against the peak of the linear layers' precision (FP8 training: the FP8 peak), of
+    # the fastest engine that can run them: a GEMM runs on the vector units where they are
+    # faster than the matrix units (dse.model.performance), so a matrix peak set below the
+    # vector rate must not leave MFU above 1
     linear = str(table.dtype[np.flatnonzero(table.kind == "gemm")[0]])
-    peak = db.matrix_peak.get(linear, np.full(db.n, np.nan))
+    peak = np.fmax(rate_of(db.matrix_peak, linear, db.n), rate_of(db.vector_peak, linear, db.n))
     metrics["mfu"] = metrics["model_flop_per_s_per_chip"] / peak
     reasons = np.where(~placed.feasible, fit_text(db, fp, placed.short), "")
     reasons = np.where(st.missing_rate & (reasons == ""),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -111,6 +112,11 @@ def op_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
              **{f"bytes_{k}": v for k, v in op["bytes"].items()}} for op in doc["ops"]]
 
 
+def _fmt_intensity(v: float | None) -> str:
+    """FLOP per byte, or "-" where there is none (no bytes moved; JSON: null)."""
+    return f"{v:.3g}" if v is not None and math.isfinite(v) else "-"
+
+
 def _fmt_bytes(v: float) -> str:
     return units.format_quantity(v, units.TRAFFIC) if v else "-"
 
@@ -148,7 +154,7 @@ def workload_tables(doc: dict[str, Any]) -> Group:
     head.append(f"\nparameters {doc['params']:.4g}   FLOPs {_fmt_flops(doc['flops'])}   "
                 f"bytes {_fmt_bytes(b['total'])} ("
                 + ", ".join(f"{label} {_fmt_bytes(b[c])}" for c, label in shown) + ")   "
-                f"arithmetic intensity {doc['arithmetic_intensity']:.3g} FLOP/B")
+                f"arithmetic intensity {_fmt_intensity(doc['arithmetic_intensity'])} FLOP/B")
     ops = Table(title="Operators (totals over their repeats)", title_justify="left")
     for col in ("operator", "kind", "stage", "count", "FLOPs", *(label for _, label in shown),
                 "FLOP/B"):
@@ -156,10 +162,12 @@ def workload_tables(doc: dict[str, Any]) -> Group:
                        else "right")
     for op in sorted(doc["ops"], key=lambda o: -o["flops"]):
         ob = op["bytes"]
-        ai = op["flops"] / ob["total"] if ob["total"] else float("inf")
+        # an operator that moves no bytes (count 0: recomputation the setup does not run)
+        # has no intensity: "-" like its other empty cells, as the JSON leaves it out
+        ai = _fmt_intensity(op["flops"] / ob["total"] if ob["total"] else None)
         ops.add_row(op["name"], op["kind"], op["stage"], f"{op['count']:.4g}",
                     _fmt_flops(op["flops"]), *(_fmt_bytes(ob.get(c, 0.0)) for c, _ in shown),
-                    f"{ai:.3g}")
+                    ai)
     return Group(head, ops)
 
 
@@ -171,5 +179,5 @@ def sweep_table(rows: list[dict[str, Any]]) -> Table:
     for r in rows:
         table.add_row(str(r["seq_in"]), str(r["seq_out"]), str(r["batch"]),
                       _fmt_flops(r["flops"]), _fmt_bytes(r["bytes_total"]),
-                      f"{r['arithmetic_intensity_flop_per_byte']:.3g}")
+                      _fmt_intensity(r["arithmetic_intensity_flop_per_byte"]))
     return table

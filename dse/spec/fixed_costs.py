@@ -1,9 +1,11 @@
 """Fixed costs a hardware spec may omit (per kernel, per collective call, per step, per
 scale-out step): each gets a documented estimate for its class of device, never an implicit
-zero. This module does no I/O."""
+zero; and the silicon a design pays for beyond what it enables (its die's spares), one rule
+for every derived design. This module does no I/O."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
@@ -86,3 +88,43 @@ def with_fixed_costs(spec: HardwareSpec) -> HardwareSpec:
             object.__setattr__(spec, section, part.model_copy(update=update))
     spec._estimated = frozenset(estimated)
     return spec
+
+
+@dataclass(frozen=True)
+class Spares:
+    """What a die carries beyond what its product enables (harvesting spares fused off for
+    yield, an HBM site left empty), as ratios as built / enabled: `units`, per memory level
+    name its `capacity`, `stacks` and `channels`, `links`; and `idle_links`, the links on
+    the die where the product enables none (a PCIe card whose die carries NVLink). The
+    area model multiplies each enabled count by its ratio."""
+
+    units: float = 1.0
+    levels: dict[str, dict[str, float]] = field(default_factory=dict)
+    links: float = 1.0
+    idle_links: float = 0.0
+
+
+def _ratio(built: float | None, enabled: float | None) -> float:
+    return built / enabled if built and enabled else 1.0
+
+
+def spares(spec: HardwareSpec) -> Spares:
+    """The spares `spec` pays for. Its own `technology.as_built` (a shipped die, or a derived
+    design that states its own or says `same_die: true`), as ratios to its enabled counts;
+    else the ratios of the design it derives from (`base:` in YAML, kept by the loader), so
+    a derived design keeps its base's spare fraction whatever it changes: 160 SMs derived
+    from an H100 (144 built for 132 enabled) pay for 160 x 144 / 132, by `base:` as by
+    `--set compute.units=160` or a study, which price the base spec's designs the same way.
+    None at all: no spares."""
+    built = spec.technology.as_built if spec.technology else None
+    if built is None:
+        return spec._base_spares or Spares()
+    levels = {lv.name: lv for lv in spec.memory}
+    per_level = {
+        name: {f: _ratio(getattr(b, f), getattr(levels[name], f))
+               for f in ("capacity", "stacks", "channels")}
+        for name, b in built.memory.items() if name in levels}
+    ic = spec.interconnect
+    return Spares(units=_ratio(built.units, spec.compute.units), levels=per_level,
+                  links=_ratio(built.links, ic.links if ic else None),
+                  idle_links=float(built.links or 0))

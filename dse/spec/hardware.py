@@ -13,7 +13,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import AfterValidator, Field, PrivateAttr, model_validator
 
 from dse import units
-from dse.spec.fixed_costs import with_fixed_costs
+from dse.spec.fixed_costs import Spares, with_fixed_costs
 from dse.spec.types import (
     Area,
     Bandwidth,
@@ -490,6 +490,8 @@ class HardwareSpec(Spec):
     at evaluation from the chip's own TDP and achievable GEMM rate (dse.model.power)."""
     _per_cycle: frozenset[str] = PrivateAttr(default_factory=frozenset)
     _estimated: frozenset[str] = PrivateAttr(default_factory=frozenset)
+    _base_spares: Spares | None = PrivateAttr(default=None)
+    """A derived design's base's spares (dse.spec.fixed_costs.spares), set by the loader."""
 
     @model_validator(mode="wrap")
     @classmethod

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from dse.errors import Issue, ReadError, SpecError
 from dse.spec import hardware, hardware_checks, lengths, technology, workload
+from dse.spec.fixed_costs import Spares, spares
 from dse.spec.messages import issue_at, issues_from, locate
 from dse.spec.types import CLOCK_CONTEXT_KEY
 from dse.spec.vocabulary import COUPLED
@@ -253,6 +254,7 @@ def _resolved(path: Path, data: LDict, kind: str, stack: tuple[Path, ...]) -> LD
     except SpecError as e:
         raise SpecError([issue_at(data, ("base",), e.issues[0].message)]) from None
     base = _resolved(base_path, _read_base(base_path, data), kind, stack)
+    spares = _base_spares(base, data) if kind == "hardware" else None
     base = _without(base, _NOT_INHERITED)
     if kind == "hardware":
         base = _drop_die_facts(base, data)
@@ -262,7 +264,25 @@ def _resolved(path: Path, data: LDict, kind: str, stack: tuple[Path, ...]) -> LD
         raise SpecError(issues)
     if kind == "hardware":
         _couple(base, data, merged)
+        merged.base_spares = spares  # type: ignore[attr-defined]
     return merged
+
+
+def _base_spares(base: LDict, data: LDict) -> Spares | None:
+    """The spares a derived design keeps from its base (dse.spec.fixed_costs.spares): the
+    base's spare fractions, unless the design states its own `technology.as_built` or is
+    the base's silicon (`same_die: true`, which inherits the as-built counts themselves).
+    `base` is the base's merged data; a base that is not a valid design alone leaves none."""
+    own = data.get("technology")
+    if isinstance(own, LDict) and (own.get("same_die") is True or "as_built" in own):
+        return None
+    tech = base.get("technology")
+    if not (isinstance(tech, LDict) and "as_built" in tech):
+        return getattr(base, "base_spares", None)
+    try:
+        return spares(hardware_from_data(base))
+    except SpecError:
+        return None
 
 
 # Published facts of a die that a derived design inherits only when it is the same silicon
@@ -331,6 +351,7 @@ def hardware_from_data(data: LDict) -> hardware.HardwareSpec:
     """Validate merged hardware data, including the checks that span memory levels."""
     spec = validate(hardware.HardwareSpec, data, _clock_context(data))
     assert isinstance(spec, hardware.HardwareSpec)
+    spec._base_spares = getattr(data, "base_spares", None)
     issues = [issue_at(data, loc, msg) for loc, msg in hardware_checks.hierarchy_issues(spec)]
     for built_loc, enabled_loc, msg in hardware_checks.as_built_issues(spec):
         # Report at the value the top-level file sets (its own line), the as-built one first.

@@ -9,7 +9,7 @@ read by the loader, dse.spec.load).
 from __future__ import annotations
 
 import re
-from typing import Literal, get_args
+from typing import ClassVar, Literal, get_args
 
 from pydantic import Field, ValidationInfo, field_serializer, field_validator, model_validator
 
@@ -24,6 +24,11 @@ DataType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
 # Scenario precision names: a data type for everything, or weight-only quantization.
 PrecisionName = Literal["fp32", "bf16", "fp16", "fp8", "int8", "w8a16", "w4a16", "mixed"]
 PRECISION_NAMES: tuple[str, ...] = get_args(PrecisionName)
+# The precisions a Transformer trains in (dse.workloads.training.TRAINING_PRECISIONS): no
+# integer or weight-only training.
+TRAINING_PRECISION_NAMES = ("fp32", "bf16", "fp16", "mixed", "fp8")
+TRAINING_PRECISION_TEXT = ("training runs fp32, bf16, fp16, mixed or fp8 (mixed precision "
+                           "with fp32 master weights)")
 
 
 class MoE(Spec):
@@ -162,6 +167,18 @@ class Scenario(Spec):
     padding (each at most seq_in): a shipped name (squad-v1.1), a histogram (a list of
     {length, share}) or {mean, second_moment} / {mean, std}. Token work scales with E[L],
     attention with E[L^2]; without it every sequence is seq_in long."""
+
+    @field_validator("precision")
+    @classmethod
+    def _training_precision(cls, value: str, info: ValidationInfo) -> str:
+        """Refused at the precision key (file:line:col), as `dse check` and every command
+        that loads the file say it; recommenders keep their own rule."""
+        if (info.data.get("phase") == "training" and cls._transformer_training
+                and value not in TRAINING_PRECISION_NAMES):
+            raise ValueError(f"{value}: {TRAINING_PRECISION_TEXT}")
+        return value
+
+    _transformer_training: ClassVar[bool] = True
 
     @field_validator("lengths", mode="before")
     @classmethod
@@ -381,6 +398,8 @@ class RecScenario(Scenario):
     """A recommender scenario: `batch` counts samples of `pairs` user-item pairs each;
     sequence lengths do not apply."""
 
+    _transformer_training: ClassVar[bool] = False
+
     seq_in: int = Field(default=1, ge=0)
     pairs: float | None = Field(default=None, ge=1)
     """User-item pairs per sample (default: the workload's `sample.pairs`). MLPerf
@@ -394,7 +413,7 @@ class RecScenario(Scenario):
     sharding: Literal["auto", "row", "column"] = "auto"
     """Several chips: how a table heavier than a chip's share is cut (auto: column-wise
     where each piece keeps whole 64-byte accesses per row, else row-wise; see
-    dse.workloads.recommender.plan_shards)."""
+    dse.workloads.recommender.plan_groups)."""
 
     @model_validator(mode="after")
     def _phase(self) -> RecScenario:

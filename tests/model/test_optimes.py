@@ -40,12 +40,14 @@ def _ref_rate(table: dict[str, np.ndarray], dtype: str, n: int) -> np.ndarray:
     return table[p] if p in table else np.full(n, np.nan)
 
 
-def _ref_rates(batch: DesignBatch, dtypes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _ref_rates(batch: DesignBatch, dtypes: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n = batch.n
     # A model's matrix operators get the typical share of the best-shape rate (the chip's
-    # own, else kernel.TYPICAL); vector work on matrix units gets the best-shape rate.
+    # own, else kernel.TYPICAL); vector work on matrix units gets the best-shape rate; a GEMM
+    # on the vector units the same share (achievable fraction x typical) of their peak.
     typical = np.where(np.isnan(batch.matrix_typical), TYPICAL, batch.matrix_typical)
-    m_cols, v_cols = {}, {}
+    m_cols, v_cols, g_cols = {}, {}, {}
     for dt in set(dtypes):
         p = executed_precision(batch.matrix_peak, dt)
         vector = _ref_rate(batch.vector_peak, dt, n)
@@ -54,8 +56,9 @@ def _ref_rates(batch: DesignBatch, dtypes: np.ndarray) -> tuple[np.ndarray, np.n
         matrix = best * typical if p in batch.matrix_peak else best
         vector = np.where(np.isnan(vector), best, vector)
         m_cols[dt], v_cols[dt] = matrix, vector
-    return (np.stack([m_cols[d] for d in dtypes], axis=1),
-            np.stack([v_cols[d] for d in dtypes], axis=1))
+        g_cols[dt] = vector * (batch.matrix_fraction[p] * typical if p in batch.matrix_peak
+                               else 1.0)
+    return tuple(np.stack([c[d] for d in dtypes], axis=1) for c in (m_cols, v_cols, g_cols))
 
 
 def _ref_tile_utilization(shape: np.ndarray, tile: tuple[int, int, int] | None) -> np.ndarray:
@@ -123,12 +126,12 @@ def _reference_op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.nda
     n_, lv = batch.n, batch.levels
     levels = np.arange(lv)
     is_matrix = np.isin(ops.kind, MATRIX_KINDS)
-    m_rate, v_rate = _ref_rates(batch, ops.dtype)
+    m_rate, v_rate, gemm_on_vector = _ref_rates(batch, ops.dtype)
     util = _ref_tile_utilization(ops.shape, batch.tile)
     issue = _ref_issue(batch, ops.shape, ops.dtype, is_matrix, ops.kind)
     matrix_rate = m_rate * util[None, :] * issue
     if batch.vector_peak:
-        matrix_rate = np.maximum(matrix_rate, v_rate)
+        matrix_rate = np.maximum(matrix_rate, gemm_on_vector)
     fp32_vector = _ref_rate(batch.vector_peak, "fp32", n_)
     fp32_vector = np.where(np.isnan(fp32_vector), v_rate.min(axis=1) if v_rate.size
                            else np.nan, fp32_vector)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import optuna
 
+from dse import units
 from dse.errors import DseError, Issue, SpecError, suggest
 from dse.model.execution import Execution
 from dse.spec import vocabulary
@@ -188,20 +189,22 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue]
         return None
     clock = hw.compute.clock
 
-    def one(field: str, value: object) -> float | None:
+    def one(field: str | tuple[str, int], value: object) -> float | None:
+        at = (*loc, *field) if isinstance(field, tuple) else (*loc, field)
+        # a range in a study file is text a person wrote: a quantity carries its unit, as
+        # in a hardware file and --set (a number is read as SI only from the API)
         unit_less = not isinstance(value, str) or vocabulary._plain_number(value)
-        if term.kind is not None and term.kind.suffix and unit_less:
-            issues.append(issue_at(data, (*loc, field), f"expected a {term.kind.name} with a "
-                                   f"unit (e.g. '{term.kind.example}'), found {value!r}"))
+        if term.kind is not None and unit_less and not isinstance(value, bool):
+            issues.append(issue_at(data, at, units.bare_number(value, term.kind)))
             return None
         try:
             return float(vocabulary.convert(path, term, value, clock)[0])
         except DseError as e:
-            issues.append(issue_at(data, (*loc, field), _strip(str(e), path)))
+            issues.append(issue_at(data, at, _strip(str(e), path)))
             return None
 
     if p.choices is not None:
-        values = [one(f"choices[{i}]", v) for i, v in enumerate(p.choices)]
+        values = [one(("choices", i), v) for i, v in enumerate(p.choices)]
         if any(v is None for v in values):
             return None
         unique = tuple(dict.fromkeys(float(v) for v in values if v is not None))

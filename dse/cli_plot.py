@@ -291,7 +291,7 @@ def pareto(
     names = list(objectives)
     cols = list(trials.columns)
     xc, xu, xmax = _axis(x, names[0] if names else "", objectives, cols, "--x")
-    yc, yu, ymax = _axis(y, names[1] if len(names) > 1 else "area_mm2:min", objectives,
+    yc, yu, ymax = _axis(y, names[1] if len(names) > 1 else "area_per_chip_mm2:min", objectives,
                          cols, "--y")
     ok = trials[trials["feasible"].astype(bool)]
     if xmax is None or ymax is None:

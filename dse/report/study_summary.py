@@ -78,7 +78,7 @@ def summary_markdown(*, name: str, description: str, run_line: str, params: list
         for why, row in best:
             cells = [why, str(int(row["number"]))] + [_fmt(c, row[c]) for c, _ in params] + \
                     [f"{row[c]:.4g}" for c in objectives] + \
-                    [_fmt("area_mm2", row.get("area_mm2", np.nan))] + \
+                    [_fmt("area_per_chip_mm2", row.get("area_per_chip_mm2", np.nan))] + \
                     [f"{row[c]:,.4g}" for _, c in workloads]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
@@ -99,7 +99,7 @@ def summary_markdown(*, name: str, description: str, run_line: str, params: list
         lines += ["| " + " | ".join([*head, "note"]) + " |", "|" + "---|" * (len(head) + 1)]
         for _, r in references.iterrows():
             cells = [str(r["chip"]), "yes" if r["feasible"] else "no",
-                     _fmt("area_mm2", r.get("area_mm2", np.nan))]
+                     _fmt("area_per_chip_mm2", r.get("area_per_chip_mm2", np.nan))]
             cells += [f"{r[c]:,.4g}" if np.isfinite(r[c]) else "-" for _, c in workloads]
             lines.append("| " + " | ".join([*cells, str(r["reason"])[:120]]) + " |")
         lines.append("")

@@ -35,7 +35,8 @@ THROUGHPUT_UNIT = {"decode": "tokens/s", "serve": "tokens/s", "inference": "samp
                    "training-recommender": "samples/s"}
 # Metric -> Evaluation.metrics key, for the metrics that are one of them.
 DIRECT = {"energy_per_token": "energy_per_token_j", "energy_per_sample": "energy_per_sample_j",
-          "latency": "latency_s", "ttft": "ttft_s", "tpot": "tpot_s", "power": "power_w"}
+          "latency": "latency_s", "ttft": "ttft_s", "tpot": "tpot_s",
+          "power": "power_per_chip_w"}
 METRIC_UNIT = {"throughput_per_mm2": "/mm2", "throughput_per_watt": "/W",
                "energy_per_token": "J", "energy_per_sample": "J", "latency": "s", "ttft": "s",
                "tpot": "s", "power": "W", "area": "mm2"}

@@ -219,7 +219,10 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
              fusion: str = "flash", tech: TechSpec | None = None,
              reticle: bool = True, area_budget: float | None = None) -> Evaluation:
     """Evaluate every design of `hw` (a spec with `overrides`, or a DesignBatch) on one
-    scenario of `wl`. Scenario fields given here replace the named scenario's; `execution`
+    scenario of `wl`. Scenario fields given here replace the named scenario's (a seq_in
+    replaces its length distribution too: the length named is the length run); `overrides`
+    take strings with units or numbers in the internal unit (README, "One rule for bare
+    numbers"); metrics are as dse.model.metrics defines them; `execution`
     (or chips, tp, pp, fusion) says how the chips split the work. With `tech` (the spec's
     process node), power, energy and area come too, and a design whose power exceeds its
     TDP is slowed to fit it (see dse.model.power); a design whose dies exceed the reticle

@@ -127,3 +127,11 @@ def test_study_columns_use_the_new_names():
     assert any(c.endswith(".power_per_chip_w") for c in out.columns)
     assert not any(c.endswith(".power_w") for c in out.columns)
     assert np.isfinite(out.columns["area_per_chip_mm2"][0])
+
+
+def test_phases_without_requests_show_the_step_time():
+    result = runner.invoke(app, ["eval", "h100-sxm", "gemm:4096x4096x4096"])
+    assert result.exit_code == 0, result.output
+    assert "step time" in result.stdout and "latency per request" not in result.stdout
+    result = runner.invoke(app, ["eval", "h100-sxm", "llama2-7b", "--phase", "decode"])
+    assert "latency per request" in result.stdout and "step time" not in result.stdout

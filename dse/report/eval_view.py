@@ -22,9 +22,8 @@ if TYPE_CHECKING:
     from dse.sweep import Sweep
 
 # The headline rows of `dse eval`'s table: every metric of dse.model.metrics (labels and
-# units from there), but the clock (shown when the TDP lowers it) and the step time outside
-# training (for the other phases it equals the latency, or TPOT for serve; JSON and CSV
-# carry it).
+# units from there), but the clock (shown when the TDP lowers it) and, by `_shown`, one of
+# the step time and the latency where they are equal or the step is serve's TPOT.
 _METRIC_UNITS = {k: (m.label, m.unit) for k, m in METRIC_DEFS.items() if k != "clock_hz"}
 
 
@@ -72,6 +71,18 @@ def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> d
     doc["ops"] = [{k: r[k] for k in ("name", "count", "flops", "bytes", "time_s", "bound")}
                   for r in res.op_records(i)] if res.feasible[i] else []
     return doc
+
+
+# Phases without requests (a GEMM, a training step): their table shows the step time, not
+# a request's latency (JSON and CSV carry both, equal there).
+_NO_REQUESTS = ("gemm", "training")
+
+
+def _shown(key: str, phase: str) -> bool:
+    """Whether the eval table shows metric `key` for `phase`."""
+    if key == "step_time_s":
+        return phase in _NO_REQUESTS
+    return not (key == "latency_s" and phase in _NO_REQUESTS)
 
 
 def _serve_label(key: str, label: str, doc: dict[str, Any]) -> str:
@@ -166,7 +177,7 @@ def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) 
             style="none")
     for key, (label, kind) in _METRIC_UNITS.items():
         value = doc["metrics"].get(key)
-        if value is not None and (key != "step_time_s" or doc.get("training")):
+        if value is not None and _shown(key, sc["phase"]):
             head.add_row(_serve_label(key, label, doc) if sc["phase"] == "serve" else label,
                          _fmt(value, kind))
     if doc.get("power_limited"):
@@ -211,7 +222,7 @@ def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) 
 # Headline metrics of a sweep table, by phase: (frame column, header, Kind or None for a
 # rate shown with SI prefixes, its unit in the header).
 _HEADLINE: dict[str, tuple[tuple[str, str, Any], ...]] = {
-    "gemm": (("latency_s", "latency", units.TIME),
+    "gemm": (("step_time_s", "step time", units.TIME),
              ("achieved_flop_per_s", "achieved\n(system)", units.FLOP_RATE)),
     "prefill": (("ttft_s", "TTFT", units.TIME),
                 ("tokens_per_s_per_chip", "tokens/s\nper chip", None)),

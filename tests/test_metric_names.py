@@ -47,8 +47,9 @@ def test_every_reported_metric_is_defined_once(args):
 
 def test_per_chip_and_system_quantities_say_which():
     for key, m in METRICS.items():
-        if "_per_chip" in key:
-            assert m.scope == PER_CHIP and "per chip" in m.label, key
+        assert ("_per_chip" in key) == (m.scope == PER_CHIP), key
+        if m.scope == PER_CHIP:
+            assert "per chip" in m.label, key
         if m.scope == SYSTEM:
             assert "(system)" in m.label and "per_chip" not in key, key
     for key in ("power_per_chip_w", "area_per_chip_mm2"):
@@ -61,8 +62,8 @@ def test_readme_definitions_table_is_the_registry():
     for m in METRICS.values():
         row = f"| `{m.key}` | {m.label} | {m.scope} | {m.meaning} |"
         assert row in text, row
-    listed = set(re.findall(r"^\| `([a-z0-9_]+)` \| [^|]+ \| (?:system|per chip|per request|"
-                            r"per step) \|", text, flags=re.M))
+    listed = set(re.findall(r"^\| `([a-z0-9_]+)` \| [^|]+ \| (?:system|per chip|each chip|"
+                            r"per request|per step) \|", text, flags=re.M))
     assert listed == set(METRICS)
 
 

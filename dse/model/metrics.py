@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from dse import units
 
 SYSTEM, PER_CHIP, PER_REQUEST, PER_STEP = "system", "per chip", "per request", "per step"
+EACH_CHIP = "each chip"  # a ratio or clock the same on every chip: no per_chip in its key
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Metric:
     key: str  # JSON key and CSV column (unit-suffixed)
     label: str  # how tables name it
     unit: units.Kind | str  # a Kind (formatted with prefixes) or a unit word
-    scope: str  # SYSTEM, PER_CHIP, PER_REQUEST or PER_STEP
+    scope: str  # SYSTEM, PER_CHIP, EACH_CHIP, PER_REQUEST or PER_STEP
     meaning: str  # one sentence, in the README's definitions table
 
 
@@ -70,11 +71,11 @@ _ALL = (
     Metric("hardware_flop_per_s_per_chip", "hardware FLOP/s per chip (with recomputation)",
            units.FLOP_RATE, PER_CHIP,
            "FLOPs one chip computes per second, recomputation included (training)"),
-    Metric("mfu", "model FLOPs utilization (MFU)", "fraction", PER_CHIP,
+    Metric("mfu", "model FLOPs utilization (MFU)", "fraction", EACH_CHIP,
            "model FLOP/s per chip / the chip's peak at the linear layers' precision"),
     Metric("power_per_chip_w", "power per chip", units.POWER, PER_CHIP,
            "average power of one chip over the step (at most its TDP)"),
-    Metric("clock_hz", "core clock (each chip)", units.FREQUENCY, PER_CHIP,
+    Metric("clock_hz", "core clock (each chip)", units.FREQUENCY, EACH_CHIP,
            "the core clock each chip runs at (lowered when its TDP limits it)"),
     Metric("energy_per_step_j", "energy per step (system)", units.ENERGY, SYSTEM,
            "energy of one step on all chips: power per chip x chips x step time"),

@@ -201,11 +201,16 @@ def workload(
     for b, si, so in itertools.product(*lists.values()):
         sc_name, sc = resolve_scenario(spec, scenario, phase=phase, batch=b, seq_in=si,
                                        seq_out=so, precision=precision)
-        note = None
+        notes = []
         if not isinstance(sc.batch, int):  # max (or best): sized by the hardware
-            note = (f"batch {sc.batch} depends on the hardware; shown per sequence (batch 1); "
-                    "dse eval sizes it")
+            notes.append(f"batch {sc.batch} depends on the hardware; shown per sequence "
+                         "(batch 1); dse eval sizes it")
             sc = sc.model_copy(update={"batch": 1})
+        named = spec.scenarios.get(sc_name)
+        if si is not None and named is not None and named.lengths is not None:
+            notes.append(f"--seq-in {si} runs every sequence at {si} tokens, in place of the "
+                         f"scenario's lengths {named.lengths.describe()}")
+        note = "; ".join(notes) or None
         docs.append(view.workload_document(spec, sc, lower(spec, sc, CONVENTIONS[convention]),
                                            convention, sc_name, note))
     if len(docs) == 1:  # one scenario: its operator table

@@ -324,7 +324,7 @@ def pareto(
              for c in cols if pd.api.types.is_bool_dtype(trials[c])
              or not pd.api.types.is_numeric_dtype(trials[c])}
     xc, xu, xmax = _axis(x, names[0] if names else "", objectives, cols, other, "--x")
-    yc, yu, ymax = _axis(y, names[1] if len(names) > 1 else "area_mm2:min", objectives,
+    yc, yu, ymax = _axis(y, names[1] if len(names) > 1 else "area_per_chip_mm2:min", objectives,
                          cols, other, "--y")
     budgets, base = _study_context(folder, doc)
     ok = trials[trials["feasible"].astype(bool)]

@@ -55,31 +55,37 @@ class Kind:
     scale: float = 1.0  # internal value = SI value * scale (1e6 for m^2 -> mm^2)
     prefixes: str = "decimal"  # how values are displayed: decimal, binary, small, none
     suffix: str = ""  # column-name suffix of the internal unit: latency_s, capacity_bytes
+    common: str = ""  # the unit people usually write it in, for the bare-number message
 
 
-BYTES = Kind("capacity", _dim(B=1), "80 GiB", "B", prefixes="binary", suffix="bytes")
+BYTES = Kind("capacity", _dim(B=1), "80 GiB", "B", prefixes="binary", suffix="bytes",
+             common="MiB")
 # Bytes moved (traffic) are always shown in decimal units, unlike capacities.
-TRAFFIC = Kind("amount of data", _dim(B=1), "1.5 GB", "B", suffix="bytes")
-BANDWIDTH = Kind("bandwidth", _dim(B=1, s=-1), "3.35 TB/s", "B/s", suffix="bytes_per_s")
+TRAFFIC = Kind("amount of data", _dim(B=1), "1.5 GB", "B", suffix="bytes", common="GB")
+BANDWIDTH = Kind("bandwidth", _dim(B=1, s=-1), "3.35 TB/s", "B/s", suffix="bytes_per_s",
+                 common="GB/s")
 FLOP_RATE = Kind("compute rate", _dim(op=1, s=-1), "989 TFLOPS", "FLOP/s",
-                 suffix="flop_per_s")
-TIME = Kind("time", _dim(s=1), "2 us", "s", prefixes="small", suffix="s")
-FREQUENCY = Kind("frequency", _dim(s=-1), "1.98 GHz", "Hz", suffix="hz")
-AREA = Kind("area", _dim(m=2), "814 mm2", "mm2", scale=1e6, prefixes="none", suffix="mm2")
-LENGTH = Kind("length", _dim(m=1), "6.5 mm", "mm", scale=1e3, prefixes="none", suffix="mm")
-POWER = Kind("power", _dim(J=1, s=-1), "700 W", "W", suffix="w")
-ENERGY = Kind("energy", _dim(J=1), "0.5 pJ", "J", prefixes="small", suffix="j")
+                 suffix="flop_per_s", common="TFLOPS")
+TIME = Kind("time", _dim(s=1), "2 us", "s", prefixes="small", suffix="s", common="us")
+FREQUENCY = Kind("frequency", _dim(s=-1), "1.98 GHz", "Hz", suffix="hz", common="MHz")
+AREA = Kind("area", _dim(m=2), "814 mm2", "mm2", scale=1e6, prefixes="none", suffix="mm2",
+            common="mm2")
+LENGTH = Kind("length", _dim(m=1), "6.5 mm", "mm", scale=1e3, prefixes="none", suffix="mm",
+              common="mm")
+POWER = Kind("power", _dim(J=1, s=-1), "700 W", "W", suffix="w", common="W")
+ENERGY = Kind("energy", _dim(J=1), "0.5 pJ", "J", prefixes="small", suffix="j", common="pJ")
 ENERGY_PER_OP = Kind("energy per operation", _dim(J=1, op=-1), "0.3 pJ/FLOP", "J/FLOP",
-                     prefixes="small")
-ENERGY_PER_BYTE = Kind("energy per byte", _dim(J=1, B=-1), "30 pJ/B", "J/B", prefixes="small")
+                     prefixes="small", common="pJ/FLOP")
+ENERGY_PER_BYTE = Kind("energy per byte", _dim(J=1, B=-1), "30 pJ/B", "J/B", prefixes="small",
+                       common="pJ/B")
 POWER_DENSITY = Kind("power density", _dim(J=1, s=-1, m=-2), "0.05 W/mm2", "W/mm2",
-                     scale=1e-6, prefixes="none")
+                     scale=1e-6, prefixes="none", common="W/mm2")
 AREA_PER_BYTE = Kind("area per capacity", _dim(m=2, B=-1), "0.5 mm2/MiB", "mm2/B",
-                     scale=1e6, prefixes="none")
+                     scale=1e6, prefixes="none", common="mm2/MiB")
 AREA_PER_RATE = Kind("area per compute rate", _dim(m=2, op=-1, s=1), "0.4 mm2/TFLOPS",
-                     "mm2/(FLOP/s)", scale=1e6, prefixes="none")
+                     "mm2/(FLOP/s)", scale=1e6, prefixes="none", common="mm2/TFLOPS")
 OPS_PER_CYCLE = Kind("rate per cycle", _dim(op=1, cycle=-1), "4096 FLOP/cycle", "FLOP/cycle",
-                     suffix="flop_per_cycle")
+                     suffix="flop_per_cycle", common="FLOP/cycle")
 KINDS = (OPS_PER_CYCLE, BYTES, BANDWIDTH, FLOP_RATE, TIME, FREQUENCY, AREA, LENGTH, POWER,
          ENERGY, ENERGY_PER_OP, ENERGY_PER_BYTE, POWER_DENSITY, AREA_PER_BYTE, AREA_PER_RATE)
 
@@ -239,6 +245,27 @@ def article(word: str) -> str:
     return "an" if word[:1].lower() in "aeiou" else "a"
 
 
+def is_bare_number(text: str) -> bool:
+    """Whether `text` is a number with no unit ("1500", " 9.6e1 ")."""
+    m = _NUMBER.match(text)
+    return m is not None and not m.group(2)
+
+
+def bare_number(value: object, kind: Kind) -> str:
+    """The one message for a quantity given without a unit, on every route (YAML, --set, the
+    API's strings, study ranges): what was expected, with the number written with a unit.
+
+    A number in text is never read as SI: "1500" for a clock meant MHz, not 1.5 kHz, and
+    "96" for a capacity MiB, not 96 bytes; guessing either way gives a silently wrong design.
+    """
+    text = (value.strip() if isinstance(value, str) else f"{value:g}"
+            if isinstance(value, float) else str(value))
+    mine = f"{text} {kind.common or kind.unit}"
+    examples = f"'{mine}'" + (f" or '{kind.example}'" if kind.example != mine else "")
+    return (f"expected {article(kind.name)} {kind.name} with a unit, e.g. {examples}, found "
+            f"the bare number {value!r} (a unit is required)")
+
+
 def to_kind(value: object, kind: Kind, *, clock_hz: float | None = None,
             positive: bool = True) -> float:
     """Convert a YAML value ("3.35 TB/s") to a float in `kind`'s internal unit.
@@ -250,8 +277,8 @@ def to_kind(value: object, kind: Kind, *, clock_hz: float | None = None,
               f"like '{kind.example}'")
     if isinstance(value, bool) or value is None:
         raise UnitError(f"{expect}, found {value!r}")
-    if isinstance(value, int | float):
-        raise UnitError(f"{expect}, found the bare number {value!r} (a unit is required)")
+    if isinstance(value, int | float) or (isinstance(value, str) and is_bare_number(value)):
+        raise UnitError(bare_number(value, kind))
     if not isinstance(value, str):
         raise UnitError(f"{expect}, found a {type(value).__name__}")
     try:

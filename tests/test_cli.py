@@ -191,10 +191,10 @@ def test_workload_with_batch_max_is_shown_per_sequence():
     result = run("workload", "bert-large", "--phase", "inference", "--seq-in", "512")
     assert result.exit_code == 0, result.output
     assert "batch max depends on the hardware; shown per sequence (batch 1)" in result.stdout
-    assert ("[mlperf-offline: inference, batch 1, seq_in 512, lengths squad-v1.1 (mean 178.5), "
-            "int8]") in result.stdout
-    one = json.loads(run("workload", "bert-large", "--scenario", "mlperf-offline",
-                         "--batch", "1", "-f", "json").stdout)
+    # an explicit --seq-in replaces the scenario's length distribution (issue 23)
+    assert "[mlperf-offline: inference, batch 1, seq_in 512, int8]" in result.stdout
+    one = json.loads(run("workload", "bert-large", "--scenario", "case-study-512",
+                         "-f", "json").stdout)
     doc = json.loads(run("workload", "bert-large", "--phase", "inference", "--seq-in", "512",
                          "-f", "json").stdout)
     assert doc["scenario"]["batch"] == 1 and "batch max" in doc["note"]

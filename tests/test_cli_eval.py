@@ -64,18 +64,19 @@ def test_json_follows_the_schema():
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["feasible"] is True and doc["reason"] is None
-    assert set(doc["metrics"]) == {"latency_s", "ttft_s", "tpot_s", "decode_tokens_per_s",
+    assert set(doc["metrics"]) == {"step_time_s", "latency_s", "ttft_s", "tpot_s",
+                                   "decode_tokens_per_s",
                                    "output_tokens_per_s", "samples_per_s",
                                    "achieved_flop_per_s", "tokens_per_s_per_chip",
-                                   "power_w", "clock_hz", "energy_per_token_j",
-                                   "energy_per_sample_j",
-                                   "energy_per_step_j", "area_mm2", "memory_bytes"}
+                                   "power_per_chip_w", "clock_hz", "energy_per_token_j",
+                                   "energy_per_sample_j", "energy_per_step_j",
+                                   "area_per_chip_mm2", "memory_per_chip_bytes"}
     assert doc["metrics"]["ttft_s"] is None and doc["metrics"]["samples_per_s"] is None
     # Power and energy per token come with the spec's process node (n4).
     m = doc["metrics"]
-    assert 50 < m["power_w"] <= 700 and doc["power_limited"] is False
+    assert 50 < m["power_per_chip_w"] <= 700 and doc["power_limited"] is False
     assert m["energy_per_token_j"] == pytest.approx(
-        m["power_w"] / m["output_tokens_per_s"], rel=1e-9)
+        m["power_per_chip_w"] / m["output_tokens_per_s"], rel=1e-9)
     assert m["energy_per_sample_j"] is None and doc["power_note"] is None
     assert doc["metrics"]["output_tokens_per_s"] == pytest.approx(
         4 * doc["metrics"]["decode_tokens_per_s"])
@@ -84,8 +85,10 @@ def test_json_follows_the_schema():
     assert set(op["bytes"]) == {"L1", "L2", "HBM3"}
     times = [o["time_s"] for o in doc["ops"]]
     assert times == sorted(times, reverse=True)
-    # The step time is the sum of the operators' times.
-    assert sum(times) == pytest.approx(doc["metrics"]["latency_s"] * 64, rel=1e-9)
+    # The step time (all 64 tokens: the request's latency) is the sum of the operators' times.
+    assert sum(times) == pytest.approx(doc["metrics"]["step_time_s"], rel=1e-9)
+    assert doc["metrics"]["latency_s"] == doc["metrics"]["step_time_s"] == pytest.approx(
+        64 * doc["metrics"]["tpot_s"], rel=1e-12)
 
 
 def test_csv_has_one_row_per_design_and_ops_one_per_operator():
@@ -159,8 +162,8 @@ def test_grid_of_two_batches_and_two_lengths_gives_four_rows():
         ("1", "128"), ("1", "256"), ("8", "128"), ("8", "256")]
     cols = list(rows[0])
     for col in ("batch", "seq_in", "seq_out", "feasible", "reason", "latency_s",
-                "output_tokens_per_s", "tokens_per_s_per_chip", "power_w",
-                "memory_HBM3_bytes", "memory_L2_bytes"):
+                "output_tokens_per_s", "tokens_per_s_per_chip", "power_per_chip_w",
+                "memory_per_chip_HBM3_bytes", "memory_per_chip_L2_bytes"):
         assert col in cols, col
     assert cols.index("seq_out") < cols.index("feasible") < cols.index("latency_s")
     tokens = [float(r["output_tokens_per_s"]) for r in rows]

@@ -96,9 +96,10 @@ def test_every_trial_shows_its_verdict_and_constraints(served, detail):
         assert all(v <= 0 for v in t["constraints"]) == bool(row["feasible"])
         assert attrs["feasible"] == str(bool(row["feasible"]))
         assert attrs.get("reason", "") == row["reason"]
-        assert float(attrs["area_mm2"]) == pytest.approx(float(row["area_mm2"]))
+        assert float(attrs["area_per_chip_mm2"]) == pytest.approx(float(row["area_per_chip_mm2"]))
         for job in ("llama2-70b-decode", "llama3-8b-serve", "bert-large", "dlrm-dcnv2"):
-            assert float(attrs[f"{job}.power_w"]) == pytest.approx(float(row[f"{job}.power_w"]))
+            assert float(attrs[f"{job}.power_per_chip_w"]) == pytest.approx(
+                float(row[f"{job}.power_per_chip_w"]))
 
 
 def test_trial_table_renders(served, detail, chromium):
@@ -113,7 +114,8 @@ def test_trial_table_renders(served, detail, chromium):
     text = _page_text(chromium, old)
     assert "middle-ground" in text, text[:2000]
     for header in ("Number", "memory_bound", "encoder", "Param compute.units",
-                   "UserAttribute area_mm2", "UserAttribute feasible", "UserAttribute reason"):
+                   "UserAttribute area_per_chip_mm2", "UserAttribute feasible",
+                   "UserAttribute reason"):
         assert header in text, text[:3000]
     assert "exceeds the budget of 757 mm2" in text, text[:3000]  # infeasible rows, reasons
     assert f"of {TRIALS}" in text, text[-2000:]  # the table's pager: 1–10 of 384
@@ -211,8 +213,9 @@ def test_grid_trials_carry_the_same_user_attributes(tmp_path):
     for t in trials:
         row = rows.loc[t.number]
         assert t.user_attrs["feasible"] == bool(row["feasible"])
-        assert t.user_attrs["area_mm2"] == pytest.approx(float(row["area_mm2"]))
-        assert t.user_attrs["decode.power_w"] == pytest.approx(float(row["decode.power_w"]))
+        assert t.user_attrs["area_per_chip_mm2"] == pytest.approx(float(row["area_per_chip_mm2"]))
+        assert t.user_attrs["decode.power_per_chip_w"] == pytest.approx(
+            float(row["decode.power_per_chip_w"]))
         assert t.user_attrs.get("reason", "") == row["reason"]
 
 

@@ -85,7 +85,8 @@ def test_rows_equal_separate_evaluations(h100, llama):
         row = sw.frame.iloc[r]
         assert row["seq_in"] == seq_in and row["compute.units"] == units_
         assert row["latency_s"] == pytest.approx(one.metrics["latency_s"][0], rel=1e-12)
-        assert row["memory_HBM3_bytes"] == pytest.approx(one.memory_bytes[0, -1], rel=1e-12)
+        assert row["memory_per_chip_HBM3_bytes"] == pytest.approx(one.memory_bytes[0, -1],
+                                                                  rel=1e-12)
 
 
 def test_frame_columns_carry_units_and_scenario_fields(h100, llama):
@@ -94,7 +95,7 @@ def test_frame_columns_carry_units_and_scenario_fields(h100, llama):
     assert cols[0] == "memory.L2.capacity_bytes"
     assert list(sw.frame["memory.L2.capacity_bytes"]) == [50 * 2**20, 100 * 2**20]
     for col in ("scenario", "batch", "seq_in", "seq_out", "feasible", "reason", "latency_s",
-                "output_tokens_per_s", "memory_HBM3_bytes"):
+                "output_tokens_per_s", "memory_per_chip_HBM3_bytes"):
         assert col in cols, col
     assert cols.index("seq_out") < cols.index("feasible") < cols.index("latency_s")
     assert set(sw.frame["scenario"]) == {"chat-decode"}

@@ -227,4 +227,4 @@ def test_no_measured_case_is_throttled_far_below_its_rated_clock():
                       chips=r["chips"], tp=r["tp"], pp=r["pp"], tech=tech)
         clock = ev.metrics["clock_hz"][0] / spec.compute.clock
         assert clock >= 0.97 or not np.isfinite(clock), (r["id"], clock)
-        assert spec.tdp is None or ev.metrics["power_w"][0] <= spec.tdp * (1 + 1e-9)
+        assert spec.tdp is None or ev.metrics["power_per_chip_w"][0] <= spec.tdp * (1 + 1e-9)

@@ -15,10 +15,12 @@ The pipeline is a row of named stages, each a function with a typed input and ou
     metrics   Step + phase -> latency, throughput                          -> metrics
     power     Step + node constants -> power, energy, area, feasibility    (power_stage)
 
-Phases and what they report (T: time of one step of one data-parallel replica):
+Phases and what they report (T: time of one step of one data-parallel replica,
+step_time_s; every metric is defined once in dse.model.metrics):
 - gemm: achieved_flop_per_s = FLOPs / T;
-- prefill: ttft_s = T (the whole prompt of every sequence, and the first token);
+- prefill: ttft_s = latency_s = T (the whole prompt of every sequence, and the first token);
 - decode: T covers seq_out tokens of `batch` sequences over a KV cache growing from seq_in;
+  latency_s = T (a request's seq_out tokens), tpot_s = T / seq_out,
   decode_tokens_per_s = seq_out / T (one sequence), output_tokens_per_s = batch x that
   (a batch that does not divide among the replicas counts only its own sequences);
 - serve: continuous batching as servers run it, one steady-state iteration
@@ -28,7 +30,8 @@ Phases and what they report (T: time of one step of one data-parallel replica):
   output tokens/s whose time per output token meets the latency target); one forward per
   iteration carries the decode tokens and the new prompts' tokens; the iteration takes the
   operators' time plus the engine's host overhead: tpot_s = that, ttft_s = the iterations
-  a prompt takes, output_tokens_per_s = batch x seq_out / lifetime / tpot;
+  a prompt takes, latency_s = the lifetime of iterations a request stays,
+  output_tokens_per_s = batch x seq_out / lifetime / tpot;
 - inference (encoders): samples_per_s = batch / T.
 No I/O; a design that cannot run the scenario gets feasible = False and a reason.
 """
@@ -176,7 +179,7 @@ class Evaluation:
         cols["sequences_per_replica"] = self.sequences
         cols.update(self.metrics)
         for level, name in enumerate(self.level_names):
-            cols[f"memory_{name}_bytes"] = self.memory_bytes[:, level]
+            cols[f"memory_per_chip_{name}_bytes"] = self.memory_bytes[:, level]
         if self.power_limited is not None:
             cols["power_limited"] = self.power_limited
         for k, v in (self.training or {}).items():
@@ -342,7 +345,10 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
              fusion: str = "flash", tech: TechSpec | None = None,
              reticle: bool = True, area_budget: float | None = None) -> Evaluation:
     """Evaluate every design of `hw` (a spec with `overrides`, or a DesignBatch) on one
-    scenario of `wl`. Scenario fields given here replace the named scenario's; `execution`
+    scenario of `wl`. Scenario fields given here replace the named scenario's (a seq_in
+    replaces its length distribution too: the length named is the length run); `overrides`
+    take strings with units or numbers in the internal unit (README, "One rule for bare
+    numbers"); metrics are as dse.model.metrics defines them; `execution`
     (or chips, tp, pp, fusion) says how the chips split the work. With `tech` (the spec's
     process node), power, energy and area come too, and a design whose power exceeds its
     TDP is slowed to fit it (see dse.model.power); a design whose dies exceed the reticle
@@ -544,7 +550,7 @@ def _meets(metrics: dict[str, np.ndarray], sc: Scenario) -> np.ndarray:
     per batch for inference); all of them without a target."""
     if sc.latency_target is None:
         return np.ones(len(metrics["latency_s"]), dtype=bool)
-    per_token = metrics["tpot_s"] if sc.phase == "serve" else metrics["latency_s"]
+    per_token = metrics["tpot_s"] if sc.phase == "serve" else metrics["step_time_s"]
     return per_token <= sc.latency_target
 
 

@@ -17,8 +17,8 @@ from dse.spec.technology import TechSpec
 from dse.spec.workload import Scenario
 from dse.workloads.serving import engine_of
 
-POWER_METRICS = ("power_w", "clock_hz", "energy_per_token_j", "energy_per_sample_j",
-                 "energy_per_step_j", "area_mm2")
+POWER_METRICS = ("power_per_chip_w", "clock_hz", "energy_per_token_j", "energy_per_sample_j",
+                 "energy_per_step_j", "area_per_chip_mm2")  # defined in dse.model.metrics
 TIME_METRICS = ("latency_s", "ttft_s", "tpot_s", "step_time_s")  # stretched when the
 # clock drops
 # (design, node) -> energy per matrix FLOP per precision [N] J, clocked W per unit [N]
@@ -58,10 +58,10 @@ def with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dic
     m = {k: (v * s if k in TIME_METRICS else v / s) for k, v in raw.items()}
     system_w = chips * pw.power_w
     nan = np.full(db.n, np.nan)
-    m["power_w"] = pw.power_w
+    m["power_per_chip_w"] = pw.power_w
     m["clock_hz"] = db.clock * pw.clock_ratio if np.any(db.clock > 0) else nan
     m["energy_per_step_j"] = system_w * (st.total + host) * s
-    m["area_mm2"] = die.total_mm2
+    m["area_per_chip_mm2"] = die.total_mm2
     with np.errstate(divide="ignore", invalid="ignore"):
         if sc.phase in ("decode", "serve"):
             m["energy_per_token_j"] = system_w / m["output_tokens_per_s"]

@@ -28,8 +28,10 @@ from dse.workloads.optable import PLACED_CLASSES, Facts, OpTable
 from dse.workloads.serving import Iteration
 
 EMBEDDINGS = "embeddings"
-METRICS = ("latency_s", "ttft_s", "tpot_s", "decode_tokens_per_s", "output_tokens_per_s",
-           "samples_per_s", "achieved_flop_per_s", "tokens_per_s_per_chip")
+# The time and rate metrics of every phase; each is defined in dse.model.metrics.
+METRICS = ("step_time_s", "latency_s", "ttft_s", "tpot_s", "decode_tokens_per_s",
+           "output_tokens_per_s", "samples_per_s", "achieved_flop_per_s",
+           "tokens_per_s_per_chip")
 LATENCY_PHASES = ("gemm", "prefill", "decode")
 # Bound codes of an operator: 0 compute, 1 + l memory level l, and these three (PIPELINE:
 # a training step's pipeline bubble, idle time the stages' dependencies leave).
@@ -270,11 +272,12 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
 def phase_metrics(f: Facts, st: Step, sequences: np.ndarray | float, chips: int,
                   total_flops: np.ndarray | float,
                   it: Iteration | None = None) -> dict[str, np.ndarray]:
-    """Latency and throughput of the phase (stage `metrics`). `sequences`: sequences of the
-    whole system (every replica runs f.batch of them, the last possibly fewer). Serve: the
-    step is one steady-state iteration `it` (dse.workloads.serving), which takes the step's
-    time plus the host's overhead: time per output token = that, time to first token = k of
-    them, output tokens per second = the sequences' B s_out / L tokens per iteration."""
+    """Latency and throughput of the phase (stage `metrics`), as dse.model.metrics defines
+    them. `sequences`: sequences of the whole system (every replica runs f.batch of them,
+    the last possibly fewer). Serve: the step is one steady-state iteration `it`
+    (dse.workloads.serving), which takes the operators' time plus the host's overhead: TPOT
+    = one iteration, TTFT = the k iterations that carry a prompt, a request's latency = its
+    L = k + s_out - 1 iterations, output tokens per second = B s_out / L per iteration."""
     total, n = st.total, len(st.total)
     s_out, s_in, phase = f.seq_out, f.seq_in, f.phase
     nan = np.full(n, np.nan)
@@ -286,7 +289,10 @@ def phase_metrics(f: Facts, st: Step, sequences: np.ndarray | float, chips: int,
         m["decode_tokens_per_s"] = 1.0 / total
         m["output_tokens_per_s"] = sequences * (s_out / it.lifetime) / total
         m["tokens_per_s_per_chip"] = m["output_tokens_per_s"] / chips
-    m["latency_s"] = total / s_out if phase == "decode" else total
+    m["step_time_s"] = total
+    # a request's whole time: its lifetime of iterations (serve), else the step (decode's
+    # batch generates its seq_out tokens in lockstep)
+    m["latency_s"] = it.lifetime * total if phase == "serve" and it is not None else total
     m["achieved_flop_per_s"] = sequences / f.batch * total_flops / total
     if phase == "prefill":
         m["ttft_s"] = total

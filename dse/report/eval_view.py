@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from dse import units
 from dse.model import METRICS, Evaluation
+from dse.model.metrics import METRICS as METRIC_DEFS
 from dse.model.power_stage import POWER_METRICS
 from dse.model.training import TRAINING_METRICS
 from dse.spec.vocabulary import column_name
@@ -20,25 +21,10 @@ from dse.workloads.serving import describe_engine, engine_of
 if TYPE_CHECKING:
     from dse.sweep import Sweep
 
-_METRIC_UNITS = {
-    "latency_s": ("latency", units.TIME), "ttft_s": ("time to first token", units.TIME),
-    "tpot_s": ("time per output token", units.TIME),
-    "decode_tokens_per_s": ("decode rate per sequence", "tokens/s"),
-    "output_tokens_per_s": ("output tokens per second (system)", "tokens/s"),
-    "samples_per_s": ("samples per second (system)", "samples/s"),
-    "achieved_flop_per_s": ("achieved FLOP/s (system)", units.FLOP_RATE),
-    "tokens_per_s_per_chip": ("tokens per second per chip", "tokens/s"),
-    "step_time_s": ("training step", units.TIME),
-    "model_flop_per_s_per_chip": ("model FLOP/s per chip", units.FLOP_RATE),
-    "hardware_flop_per_s_per_chip": ("hardware FLOP/s per chip (with recomputation)",
-                                     units.FLOP_RATE),
-    "mfu": ("model FLOPs utilization (MFU)", "fraction"),
-    "power_w": ("power per chip", units.POWER),
-    "energy_per_token_j": ("energy per token (system)", units.ENERGY),
-    "energy_per_sample_j": ("energy per sample (system)", units.ENERGY),
-    "energy_per_step_j": ("energy per step (system)", units.ENERGY),
-    "area_mm2": ("die area (modelled)", "mm2"),
-}
+# The headline rows of `dse eval`'s table: every metric of dse.model.metrics (labels and
+# units from there), but the clock (shown when the TDP lowers it) and, by `_shown`, one of
+# the step time and the latency where they are equal or the step is serve's TPOT.
+_METRIC_UNITS = {k: (m.label, m.unit) for k, m in METRIC_DEFS.items() if k != "clock_hz"}
 
 
 def _num(v: float) -> float | None:
@@ -80,11 +66,38 @@ def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> d
             "virtual_stages": int(t["virtual_stages"]),
             "per_chip_bytes": {k[len("memory_"):-len("_bytes")]: float(v)
                                for k, v in t.items() if k.startswith("memory_")}}
-    doc["metrics"]["memory_bytes"] = {lv: float(res.memory_bytes[i, k])
+    doc["metrics"]["memory_per_chip_bytes"] = {lv: float(res.memory_bytes[i, k])
                                       for k, lv in enumerate(res.level_names)}
     doc["ops"] = [{k: r[k] for k in ("name", "count", "flops", "bytes", "time_s", "bound")}
                   for r in res.op_records(i)] if res.feasible[i] else []
     return doc
+
+
+# Phases without requests (a GEMM, a training step): their table shows the step time, not
+# a request's latency (JSON and CSV carry both, equal there).
+_NO_REQUESTS = ("gemm", "training")
+
+
+def _shown(key: str, phase: str) -> bool:
+    """Whether the eval table shows metric `key` for `phase`."""
+    if key == "step_time_s":
+        return phase in _NO_REQUESTS
+    return not (key == "latency_s" and phase in _NO_REQUESTS)
+
+
+def _serve_label(key: str, label: str, doc: dict[str, Any]) -> str:
+    """Serve's step is one engine iteration and its TTFT the iterations a prompt rides in
+    (no queueing is modelled): the labels say so, since TTFT equals TPOT when a prompt fits
+    one iteration."""
+    m = doc["metrics"]
+    if key == "ttft_s" and m.get("tpot_s"):
+        k = round(m["ttft_s"] / m["tpot_s"])
+        return f"{label}: {k} iteration{'s' if k != 1 else ''}, no queueing"
+    if key == "tpot_s":
+        return f"{label}: one iteration"
+    if key == "energy_per_step_j":
+        return f"{label}: one iteration"
+    return label
 
 
 def _fmt(value: float | None, kind: Any) -> str:
@@ -164,8 +177,9 @@ def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) 
             style="none")
     for key, (label, kind) in _METRIC_UNITS.items():
         value = doc["metrics"].get(key)
-        if value is not None:
-            head.add_row(label, _fmt(value, kind))
+        if value is not None and _shown(key, sc["phase"]):
+            head.add_row(_serve_label(key, label, doc) if sc["phase"] == "serve" else label,
+                         _fmt(value, kind))
     if doc.get("power_limited"):
         clock = doc["metrics"].get("clock_hz")
         at = f", {_fmt(clock, units.FREQUENCY)}" if clock is not None else ""
@@ -177,7 +191,7 @@ def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) 
     mem = Table(title="Memory per chip", title_justify="left")
     for col in ("level", "used", "capacity", "share"):
         mem.add_column(col, justify="left" if col == "level" else "right")
-    for level, used in doc["metrics"]["memory_bytes"].items():
+    for level, used in doc["metrics"]["memory_per_chip_bytes"].items():
         cap = capacity[level]
         mem.add_row(level, units.format_quantity(used, units.BYTES),
                     units.format_quantity(cap, units.BYTES), f"{used / cap:.1%}" if cap else "-")
@@ -185,7 +199,7 @@ def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) 
     ops = Table(title=f"Operators by time (top {min(top, len(doc['ops']))} of "
                       f"{len(doc['ops'])}; per chip, totals over the count)",
                 title_justify="left")
-    levels = list(doc["metrics"]["memory_bytes"])
+    levels = list(doc["metrics"]["memory_per_chip_bytes"])
     for col in ("operator", "count", "time", "share", "bound", "FLOPs", *levels):
         ops.add_column(col, justify="left" if col in ("operator", "bound") else "right")
     total = sum(r["time_s"] for r in doc["ops"]) or 1.0
@@ -208,21 +222,21 @@ def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) 
 # Headline metrics of a sweep table, by phase: (frame column, header, Kind or None for a
 # rate shown with SI prefixes, its unit in the header).
 _HEADLINE: dict[str, tuple[tuple[str, str, Any], ...]] = {
-    "gemm": (("latency_s", "latency", units.TIME),
-             ("achieved_flop_per_s", "achieved", units.FLOP_RATE)),
+    "gemm": (("step_time_s", "step time", units.TIME),
+             ("achieved_flop_per_s", "achieved\n(system)", units.FLOP_RATE)),
     "prefill": (("ttft_s", "TTFT", units.TIME),
                 ("tokens_per_s_per_chip", "tokens/s\nper chip", None)),
-    "decode": (("latency_s", "latency\nper token", units.TIME),
-               ("output_tokens_per_s", "tokens/s", None),
+    "decode": (("tpot_s", "TPOT", units.TIME),
+               ("output_tokens_per_s", "tokens/s\n(system)", None),
                ("tokens_per_s_per_chip", "tokens/s\nper chip", None)),
-    "serve": (("output_tokens_per_s", "tokens/s", None),
+    "serve": (("output_tokens_per_s", "tokens/s\n(system)", None),
               ("tokens_per_s_per_chip", "tokens/s\nper chip", None),
               ("tpot_s", "TPOT", units.TIME), ("ttft_s", "TTFT", units.TIME)),
-    "inference": (("samples_per_s", "samples/s", None),
+    "inference": (("samples_per_s", "samples/s\n(system)", None),
                   ("tokens_per_s_per_chip", "tokens/s\nper chip", None),
                   ("latency_s", "latency", units.TIME)),
 }
-_POWER = (("power_w", "power\nper chip", units.POWER),)
+_POWER = (("power_per_chip_w", "power\nper chip", units.POWER),)
 _COUNT = dataclasses.replace(units.FLOP_RATE, unit="")
 
 

@@ -84,11 +84,11 @@ def facts(study: Study, t: outputs.Tables, run_line: str, extra: list[str]) -> F
     baseline = outputs.base_throughput(study)
     limits = []
     if study.area_budget is not None:
-        limits.append(("the area budget", "area_mm2", study.area_budget, "mm2"))
+        limits.append(("the area budget", "area_per_chip_mm2", study.area_budget, "mm2"))
     if study.tech is not None and study.spec.constraints.reticle:
         limits.append((f"the {study.tech.node} reticle", "die_mm2", study.tech.reticle, "mm2"))
     if study.spec.constraints.power is not None:
-        limits.append(("the power cap", "power_w", study.spec.constraints.power, "W"))
+        limits.append(("the power cap", "power_per_chip_w", study.spec.constraints.power, "W"))
     params = []
     for p in study.params:
         lo, hi = (p.low, p.high) if p.choices is None else (min(p.choices), max(p.choices))

@@ -107,7 +107,7 @@ def bound_shares(op_records: list[dict]) -> str:
 
 
 def _power(row: pd.Series) -> float:
-    vals = [float(row[c]) for c in row.index if str(c).endswith(".power_w")
+    vals = [float(row[c]) for c in row.index if str(c).endswith(".power_per_chip_w")
             and np.isfinite(float(row[c]))]
     return max(vals) if vals else np.nan
 
@@ -170,7 +170,7 @@ def _held(facts: Facts, row: pd.Series) -> list[str]:
     """The limits this design is within NEAR of, and the parameters at a range's end."""
     out = []
     for what, col, limit, unit in facts.limits:
-        value = _power(row) if col == "power_w" else float(row.get(col, np.nan))
+        value = _power(row) if col == "power_per_chip_w" else float(row.get(col, np.nan))
         if np.isfinite(value) and value >= (1 - NEAR) * limit:
             out.append(f"{what} ({value:,.0f} of {limit:,.0f} {unit})")
     top, bottom = [], []
@@ -227,7 +227,7 @@ def answer(facts: Facts, trials: pd.DataFrame, front: pd.DataFrame,
         lead = (f"**Answer.** The Pareto front holds {len(front)} designs trading "
                 f"{_join(objectives)} against each other. The {first_why.removeprefix('best ')}"
                 f" optimum is trial {int(first['number'])}, with {_design(facts, first)}")
-    area = float(first.get("area_mm2", np.nan))
+    area = float(first.get("area_per_chip_mm2", np.nan))
     if np.isfinite(area):
         lead += f", in {area:,.0f} mm2" + (f" of the {facts.budget_mm2:,.0f} mm2 budget"
                                            if facts.budget_mm2 is not None else "")
@@ -271,7 +271,7 @@ def console_lines(facts: Facts, trials: pd.DataFrame, front: pd.DataFrame,
     out = []
     best = best_rows(front, facts.objectives, facts.directions)
     for why, r in best[:MAX_CONSOLE_BEST]:
-        area = float(r.get("area_mm2", np.nan))
+        area = float(r.get("area_per_chip_mm2", np.nan))
         where = f"; {area:,.0f} mm2" if np.isfinite(area) and not _area_objectives(facts) \
             else ""
         out.append(f"{why}: trial {int(r['number'])} ({_design(facts, r)}): "
@@ -332,7 +332,8 @@ def summary_markdown(facts: Facts, trials: pd.DataFrame, front: pd.DataFrame,
                + area_head + [f"{w} ({unit})" for w, _, unit in columns]
         rows = [[why, str(int(row["number"]))] + [_fmt(c, row[c]) for c, *_ in facts.params]
                 + [_cell(row[c], facts.units_of[c]) for c in facts.objectives]
-                + [_fmt("area_mm2", row.get("area_mm2", np.nan)) for _ in area_head]
+                + [_fmt("area_per_chip_mm2", row.get("area_per_chip_mm2", np.nan))
+                   for _ in area_head]
                 + [number(row[c]) for _, c, _ in columns] for why, row in best]
         lines += [*_table(head, rows), ""]
         lines += ["What bounds each best design's step time (share of the step by the resource "
@@ -374,13 +375,13 @@ def _references(facts: Facts, references: pd.DataFrame, best: list[tuple[str, pd
     rows = []
     for _, r in references.iterrows():
         missing = str(r.get("not_modelled", "") or "")
-        area = float(r.get("area_mm2", np.nan))
+        area = float(r.get("area_per_chip_mm2", np.nan))
         power = _power(r)
         notes = [x for x in (str(r.get("reason", "") or "")[:160], missing) if x]
         rows.append([str(r["chip"]) + (" (base)" if r["chip"] == facts.base else ""),
                      "yes" if r["feasible"] else "no",
                      "not modelled" if missing and not np.isfinite(area)
-                     else _fmt("area_mm2", area),
+                     else _fmt("area_per_chip_mm2", area),
                      "not modelled" if missing and not np.isfinite(power)
                      else quantity(power, "W")]
                     + [number(float(r[c])) if c in r else "—" for _, c, _ in facts.workloads]

@@ -170,9 +170,9 @@ def findings(study: Study, power: bool = True) -> list[Finding]:
         from dse.search.objective import evaluate_designs
 
         ev = evaluate_designs(study, {})
-        over = [(name, float(ev.columns[f"{name}.power_w"][0])) for name in study.jobs
-                if f"{name}.power_w" in ev.columns
-                and float(ev.columns[f"{name}.power_w"][0]) > cons.power]
+        over = [(name, float(ev.columns[f"{name}.power_per_chip_w"][0])) for name in study.jobs
+                if f"{name}.power_per_chip_w" in ev.columns
+                and float(ev.columns[f"{name}.power_per_chip_w"][0]) > cons.power]
         if over:
             worst = max(over, key=lambda x: x[1])
             out.append(Finding(("constraints", "power"), f"the base {base} draws "

@@ -54,9 +54,9 @@ def job_metric(job: Job, metric: str, metrics: dict[str, np.ndarray], area_mm2: 
     if metric == "throughput_per_mm2":
         return thr / (area_mm2 * chips)
     if metric == "throughput_per_watt":  # NaN: a chip without a power model
-        if "power_w" not in metrics:
+        if "power_per_chip_w" not in metrics:
             return np.full_like(thr, np.nan, dtype=float)
-        return thr / (metrics["power_w"] * chips)
+        return thr / (metrics["power_per_chip_w"] * chips)
     return metrics[DIRECT[metric]]
 
 
@@ -91,7 +91,7 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
         die = area(db, tech, reticle=False)
         area_mm2 = die.total_mm2
         pad = die.components.get(PADDING, np.zeros(n))
-        columns["area_mm2"], columns["die_mm2"] = area_mm2, die.die_mm2
+        columns["area_per_chip_mm2"], columns["die_mm2"] = area_mm2, die.die_mm2
         budget = study.area_budget
         if budget is not None:
             constraints["area_mm2"] = area_mm2 - budget
@@ -120,10 +120,10 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
                    if k not in DIRECT or DIRECT[k] in m}
         per_job[name] = metrics
         misfit += ~ev.feasible
-        if "power_w" in m:
-            power = np.fmax(power, np.where(ev.feasible, m["power_w"], -np.inf))
+        if "power_per_chip_w" in m:
+            power = np.fmax(power, np.where(ev.feasible, m["power_per_chip_w"], -np.inf))
         columns[f"{name}.{job.throughput_metric}"] = metrics["throughput"]
-        for k in ("power_w", "clock_hz", "energy_per_token_j", "energy_per_sample_j",
+        for k in ("power_per_chip_w", "clock_hz", "energy_per_token_j", "energy_per_sample_j",
                   "ttft_s", "tpot_s", "latency_s", "mfu"):
             if k in m and np.isfinite(m[k]).any():
                 columns[f"{name}.{k}"] = m[k]

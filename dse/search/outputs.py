@@ -62,7 +62,7 @@ def base_throughput(study: Study) -> dict[str, float]:
 
 def power_of(frame: pd.DataFrame) -> pd.Series:
     """The most power per chip a design draws on any workload (W; NaN: not modelled)."""
-    cols = [c for c in frame.columns if c.endswith(".power_w")]
+    cols = [c for c in frame.columns if c.endswith(".power_per_chip_w")]
     if not cols or frame.empty:
         return pd.Series(np.nan, index=frame.index)
     return frame[cols].max(axis=1, skipna=True)
@@ -118,7 +118,7 @@ def infeasible_reasons(study: Study, trials: pd.DataFrame) -> list[tuple[int, st
     cons = study.spec.constraints
     if study.area_budget is not None and (n := int(broken("area_mm2").sum())):
         out.append((n, f"over the {study.area_budget:,.0f} mm2 area budget (the smallest "
-                       f"design: {trials['area_mm2'].min():,.0f} mm2)"))
+                       f"design: {trials['area_per_chip_mm2'].min():,.0f} mm2)"))
     if study.tech is not None and cons.reticle and (n := int(broken("reticle_mm2").sum())):
         out.append((n, f"with a die over the {study.tech.reticle:,.0f} mm2 reticle (the smallest "
                        f"die: {trials['die_mm2'].min():,.0f} mm2)"))

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import optuna
 
+from dse import units
 from dse.errors import DseError, Issue, SpecError, suggest
 from dse.model.execution import Execution
 from dse.spec import vocabulary
@@ -34,7 +35,8 @@ THROUGHPUT_UNIT = {"decode": "tokens/s", "serve": "tokens/s", "inference": "samp
                    "training-recommender": "samples/s"}
 # Metric -> Evaluation.metrics key, for the metrics that are one of them.
 DIRECT = {"energy_per_token": "energy_per_token_j", "energy_per_sample": "energy_per_sample_j",
-          "latency": "latency_s", "ttft": "ttft_s", "tpot": "tpot_s", "power": "power_w"}
+          "latency": "latency_s", "ttft": "ttft_s", "tpot": "tpot_s",
+          "power": "power_per_chip_w"}
 METRIC_UNIT = {"throughput_per_mm2": "/mm2", "throughput_per_watt": "/W",
                "energy_per_token": "J", "energy_per_sample": "J", "latency": "s", "ttft": "s",
                "tpot": "s", "power": "W", "area": "mm2"}
@@ -188,20 +190,22 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue]
         return None
     clock = hw.compute.clock
 
-    def one(field: str, value: object) -> float | None:
+    def one(field: str | tuple[str, int], value: object) -> float | None:
+        at = (*loc, *field) if isinstance(field, tuple) else (*loc, field)
+        # a range in a study file is text a person wrote: a quantity carries its unit, as
+        # in a hardware file and --set (a number is read as SI only from the API)
         unit_less = not isinstance(value, str) or vocabulary._plain_number(value)
-        if term.kind is not None and term.kind.suffix and unit_less:
-            issues.append(issue_at(data, (*loc, field), f"expected a {term.kind.name} with a "
-                                   f"unit (e.g. '{term.kind.example}'), found {value!r}"))
+        if term.kind is not None and unit_less and not isinstance(value, bool):
+            issues.append(issue_at(data, at, units.bare_number(value, term.kind)))
             return None
         try:
             return float(vocabulary.convert(path, term, value, clock)[0])
         except DseError as e:
-            issues.append(issue_at(data, (*loc, field), _strip(str(e), path)))
+            issues.append(issue_at(data, at, _strip(str(e), path)))
             return None
 
     if p.choices is not None:
-        values = [one(f"choices[{i}]", v) for i, v in enumerate(p.choices)]
+        values = [one(("choices", i), v) for i, v in enumerate(p.choices)]
         if any(v is None for v in values):
             return None
         unique = tuple(dict.fromkeys(float(v) for v in values if v is not None))

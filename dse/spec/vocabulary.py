@@ -245,7 +245,13 @@ def _why_not(path: str, spec: HardwareSpec, names: list[str]) -> str:
 
 def convert(path: str, term: Term, value: object, clock_hz: float | None) -> np.ndarray:
     """An override value (a number, a string with a unit, or a list / array of them) as a
-    float array in the field's internal unit, checked against the field's rules."""
+    float array in the field's internal unit, checked against the field's rules.
+
+    One rule for bare numbers: a string is text a person wrote, so a dimensioned field's
+    string must carry a unit ("1500 MHz"; "1500" is refused, as in YAML); a number object
+    (int, float, numpy) is already a value in the field's internal unit, the unit its table
+    column names (`compute.clock_hz`: Hz, `technology.die_area_mm2`: mm2), as the API's
+    arrays and a study's sampled values are. Counts and fractions take plain numbers."""
     if isinstance(value, np.ndarray):
         items = list(value.ravel())
     elif isinstance(value, list | tuple):
@@ -287,7 +293,11 @@ def _one(path: str, term: Term, item: object, clock_hz: float | None) -> float:
         raise DseError(f"--set {path}: expected {expect}, found {item!r}")
     if isinstance(item, str):
         text = item.strip()
-        if term.kind is not None and not _plain_number(text):
+        if term.kind is not None and _plain_number(text):
+            # text is what a person wrote: a quantity in it carries its unit on every route
+            # (README, "Units"); only a number object is a value in the internal unit
+            raise DseError(f"--set {path}: {units.bare_number(text, term.kind)}")
+        if term.kind is not None:
             try:
                 v = units.to_kind(text, term.kind, clock_hz=clock_hz,
                                   positive=term.gt is not None and term.gt >= 0)

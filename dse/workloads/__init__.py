@@ -118,6 +118,9 @@ def _replaced(spec: WorkloadSpec, name: str, base: Scenario, overrides: dict[str
             fields["engine"]["iteration_overhead"] = \
                 f"{fields['engine']['iteration_overhead']!r} s"
     fields.update({k: v for k, v in overrides.items() if v is not None})
+    if overrides.get("seq_in") is not None and "lengths" in fields:
+        # a length the caller names is the length run: it replaces the distribution
+        fields["lengths"] = None
     try:
         return type(base).model_validate(fields)  # a kind's own scenario class stays it
     except ValidationError as e:  # named by the option that replaced the field, if one did

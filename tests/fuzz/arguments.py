@@ -393,7 +393,7 @@ def pareto_axes(draw: st.DrawFn, columns: list[str], objectives: list[str]) -> l
         if draw(st.integers(0, 3)) == 0:
             continue
         name = mostly(draw, st.sampled_from([*columns, *objectives, "reason", "state"]),
-                      ["nope", "", ":", "objective.", "area_mm2:"])
+                      ["nope", "", ":", "objective.", "area_per_chip_mm2:"])
         way = mostly(draw, ["", "", ":max", ":min"], [":sideways", ":", ":MAX"])
         args += [flag, name + way]
     return args

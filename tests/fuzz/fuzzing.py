@@ -310,7 +310,7 @@ def metric_problems(metrics: dict[str, object], feasible: bool) -> list[str]:
     infinite; memory bytes are finite and not negative; MFU is at most 1."""
     found = []
     for k, v in metrics.items():
-        if k == "memory_bytes":
+        if k == "memory_per_chip_bytes":
             for level, b in (v or {}).items():
                 if b is None or not math.isfinite(b) or b < 0:
                     found.append(f"memory_bytes.{level} = {b}")

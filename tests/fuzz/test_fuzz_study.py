@@ -38,8 +38,8 @@ def test_study_files_check(case: Case) -> None:
 
 # `dse plot pareto OUT --x AXIS` after a run: any column of trials.csv (text ones too: T4),
 # an objective, or a name that is neither.
-PLOT_AXES = ("reason", "state", "feasible", "area_mm2", "number", "memory_bound:max",
-             "objective.memory_bound", "nope", "area_mm2:up")
+PLOT_AXES = ("reason", "state", "feasible", "area_per_chip_mm2", "number", "memory_bound:max",
+             "objective.memory_bound", "nope", "area_per_chip_mm2:up")
 
 
 @examples(fast=2, long=25)

@@ -158,7 +158,8 @@ def test_t7_a_wrong_type_is_a_one_line_dse_error(h100, llama, keywords, message)
 
 
 @pytest.mark.parametrize(("budget", "message"), [
-    ("600", r"^area_budget: expected a positive area like '814 mm2'; '600' has no unit$"),
+    ("600", r"^area_budget: expected an area with a unit, e.g. '600 mm2' or '814 mm2', "
+            r"found the bare number '600' \(a unit is required\)$"),
     ("1 GB", r"^area_budget: expected a positive area like '814 mm2', found '1 GB' \(a "
             r"capacity\)$"),
     (-1.0, r"^area_budget: expected a positive area, a number of mm2 \(600\) or a string "

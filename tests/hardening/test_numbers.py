@@ -175,7 +175,7 @@ def test_yaml_and_set_give_the_same_design():
         via_same_die = doc(same_die)
     finally:
         same_die.unlink()
-    for key in ("latency_s", "power_w", "energy_per_token_j", "area_mm2"):
+    for key in ("latency_s", "power_per_chip_w", "energy_per_token_j", "area_per_chip_mm2"):
         assert via_same_die[key] == pytest.approx(via_set[key], rel=1e-12), key
 
 

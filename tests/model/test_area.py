@@ -225,7 +225,7 @@ def decode(spec, tech, **over):
 def test_power_rises_with_bandwidth_use(tmp_path):
     spec, tech = toy(tmp_path)
     ev = decode(spec, tech, **{"memory.HBM.bandwidth": ["0.5 TB/s", "1 TB/s", "2 TB/s"]})
-    p = ev.metrics["power_w"]
+    p = ev.metrics["power_per_chip_w"]
     assert p[0] < p[1] < p[2]
     # Same bytes and FLOPs: the same dynamic energy per step, so the same energy per token
     # apart from static power over a shorter step.
@@ -243,22 +243,23 @@ def test_energy_by_hand(tmp_path):
     assert ev.energy.memory[0].sum() == pytest.approx(byte_j)
     # bf16 matrix FLOPs at the stated 0.5 pJ; the rest (vector work) at the node's 2 pJ.
     assert 0.5e-12 * flops.sum() <= ev.energy.compute[0] <= 2e-12 * flops.sum()
-    static = 0.1 * ev.metrics["area_mm2"][0]
+    static = 0.1 * ev.metrics["area_per_chip_mm2"][0]
     active = 2 * 1.5  # two units clocked at 1.5 W each
     assert not ev.power_limited[0]
-    assert ev.metrics["power_w"][0] == pytest.approx(static + active + ev.energy.total[0] / step)
+    assert ev.metrics["power_per_chip_w"][0] == pytest.approx(
+        static + active + ev.energy.total[0] / step)
     assert ev.metrics["energy_per_token_j"][0] == pytest.approx(
-        ev.metrics["power_w"][0] / ev.metrics["output_tokens_per_s"][0])
+        ev.metrics["power_per_chip_w"][0] / ev.metrics["output_tokens_per_s"][0])
 
 
 def test_tdp_caps_power_and_slows_the_design(tmp_path):
     spec, tech = toy(tmp_path, tdp="1000 W")
     free = decode(spec, tech)
-    demand = float(free.metrics["power_w"][0])
+    demand = float(free.metrics["power_per_chip_w"][0])
     spec_low, tech_low = toy(tmp_path, tdp=f"{(demand + 6.375) / 2:.3f} W")
     capped = decode(spec_low, tech_low)
     assert capped.power_limited[0] and not free.power_limited[0]
-    assert capped.metrics["power_w"][0] == pytest.approx(spec_low.tdp, rel=1e-6)
+    assert capped.metrics["power_per_chip_w"][0] == pytest.approx(spec_low.tdp, rel=1e-6)
     assert capped.metrics["latency_s"][0] > free.metrics["latency_s"][0]
     assert capped.metrics["decode_tokens_per_s"][0] < free.metrics["decode_tokens_per_s"][0]
     spec_tiny, tech_tiny = toy(tmp_path, tdp="1 W")

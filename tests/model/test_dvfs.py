@@ -28,12 +28,12 @@ def test_a_chip_at_its_measured_operating_point_is_not_throttled():
     assert not ev.power_limited[0]
     assert ev.metrics["clock_hz"][0] == pytest.approx(1.83e9)
     # ... and sits at its TDP: the calibration puts it there (within the YAML's rounding).
-    assert ev.metrics["power_w"][0] == pytest.approx(700.0, rel=2e-3)
+    assert ev.metrics["power_per_chip_w"][0] == pytest.approx(700.0, rel=2e-3)
     # The measured shape runs at the measured rate (794.5 TFLOP/s bf16, ml-engineering),
     # below the TDP and unthrottled.
     at = gemm(spec, tech, "gemm:2048x2048x13312")
     assert at.metrics["achieved_flop_per_s"][0] == pytest.approx(794.5e12, rel=0.02)
-    assert not at.power_limited[0] and at.metrics["power_w"][0] <= 700.0
+    assert not at.power_limited[0] and at.metrics["power_per_chip_w"][0] <= 700.0
 
 
 def test_halving_the_tdp_lowers_the_clock_by_less_than_half():
@@ -41,7 +41,7 @@ def test_halving_the_tdp_lowers_the_clock_by_less_than_half():
     ev = gemm(spec, tech, **{"tdp": ["700 W", "350 W"]})
     full, half = ev.metrics["clock_hz"]
     assert ev.power_limited.tolist() == [False, True]
-    assert ev.metrics["power_w"][1] == pytest.approx(350.0, rel=1e-6)
+    assert ev.metrics["power_per_chip_w"][1] == pytest.approx(350.0, rel=1e-6)
     # Core power ~ f^3: half the core budget costs about 2^(1/3) of the clock, not 2x.
     assert 0.5 * full < half < full
     rate = ev.metrics["achieved_flop_per_s"]
@@ -60,7 +60,7 @@ def test_twice_the_units_at_equal_tdp_gain_between_1x_and_2x():
     assert ev.power_limited.tolist() == [False, True]
     assert 1.2 < gain < 2.0 / 1.1
     # The power stays at the TDP: more compute costs clock, not watts.
-    assert ev.metrics["power_w"][1] == pytest.approx(700.0, rel=1e-6)
+    assert ev.metrics["power_per_chip_w"][1] == pytest.approx(700.0, rel=1e-6)
 
 
 def test_the_clock_solves_the_tdp_by_hand():
@@ -72,10 +72,10 @@ def test_the_clock_solves_the_tdp_by_hand():
     fast = {"memory.HBM3.bandwidth": "1 EB/s", "memory.L2.bandwidth": "1 EB/s"}
     free = gemm(spec, tech, **{"tdp": "2000 W", **fast})
     ev = gemm(spec, tech, **{"tdp": "500 W", **fast})
-    static = float(tech.energy.static.per_area) * float(free.metrics["area_mm2"][0])
+    static = float(tech.energy.static.per_area) * float(free.metrics["area_per_chip_mm2"][0])
     off = float(free.energy.memory[0, -1] + free.energy.links[0]) / float(
         free.metrics["latency_s"][0])
-    core = float(free.metrics["power_w"][0]) - static - off
+    core = float(free.metrics["power_per_chip_w"][0]) - static - off
     roots = np.roots([core, 0.0, off, -(500.0 - static)])
     s = float(next(r.real for r in roots if abs(r.imag) < 1e-12 and 0 < r.real < 1))
     assert VOLTAGE_FLOOR < s < 1.0
@@ -91,7 +91,7 @@ def test_a_power_cap_costs_memory_bound_decode_only_when_deep():
     # The clocked SMs draw power even when HBM-bound: ~300 W for batch-1 decode on an H100
     # (ML.ENERGY v3.0); a 400 W cap costs nothing, a 200 W cap slows the cores and the
     # on-chip levels until they bound the step.
-    assert ev.metrics["power_w"][0] == pytest.approx(300.0, rel=0.05)
+    assert ev.metrics["power_per_chip_w"][0] == pytest.approx(300.0, rel=0.05)
     assert tps[1] == pytest.approx(tps[0], rel=1e-9) and not ev.power_limited[1]
     assert ev.power_limited[2] and tps[2] < tps[1]
 
@@ -110,7 +110,7 @@ def test_a_chip_without_power_figures_is_calibrated_at_its_own_tdp():
     stated = gemm(spec, tech, **{"tdp": ["700 W", "350 W"]})
     # The file's figures are this calibration, rounded: same clocks either way.
     assert ev.metrics["clock_hz"] == pytest.approx(stated.metrics["clock_hz"], rel=2e-3)
-    assert ev.metrics["power_w"][0] == pytest.approx(700.0, rel=1e-9)
+    assert ev.metrics["power_per_chip_w"][0] == pytest.approx(700.0, rel=1e-9)
 
 
 def _calibrated(name):
@@ -184,4 +184,4 @@ def test_a_chip_without_a_tdp_uses_the_node_constants_and_is_never_throttled():
     per_op = getattr(tech.energy, spec.compute.style).per_op["fp16"]
     flops = float(np.sum(ev.ops_count[0] * ev.ops_flops[0]))
     assert ev.energy.compute[0] == pytest.approx(flops * per_op)
-    assert not ev.power_limited[0] and np.isfinite(ev.metrics["power_w"][0])
+    assert not ev.power_limited[0] and np.isfinite(ev.metrics["power_per_chip_w"][0])

@@ -201,9 +201,10 @@ BASE = {"memory.HBM3.bandwidth": 3.35e12, "memory.L2.bandwidth": 6.65e12,
         "compute.matrix.peak_per_unit.bf16": 4096.0, "memory.HBM3.capacity": 80 * GiB,
         "memory.L2.capacity": 50 * MiB, "interconnect.link_bandwidth": 25e9}
 APPLIES = {
-    "decode": ("latency_s", "tpot_s", "decode_tokens_per_s", "output_tokens_per_s",
-               "achieved_flop_per_s", "tokens_per_s_per_chip"),
-    "prefill": ("latency_s", "ttft_s", "achieved_flop_per_s", "tokens_per_s_per_chip"),
+    "decode": ("step_time_s", "latency_s", "tpot_s", "decode_tokens_per_s",
+               "output_tokens_per_s", "achieved_flop_per_s", "tokens_per_s_per_chip"),
+    "prefill": ("step_time_s", "latency_s", "ttft_s", "achieved_flop_per_s",
+                "tokens_per_s_per_chip"),
 }
 
 
@@ -517,7 +518,7 @@ def test_pipeline_parallel_decode_latency_and_weights_per_chip():
     send = r2["stage_send"]
     assert send["bound"] == "interconnect" and send["time_s"] > 0
     assert send["count"] == DECODE70["seq_out"]  # (pp - 1) boundary per token
-    lat1, lat2 = one.metrics["latency_s"][0], two.metrics["latency_s"][0]
+    lat1, lat2 = one.metrics["tpot_s"][0], two.metrics["tpot_s"][0]
     assert lat2 == pytest.approx(lat1 + send["time_s"] / DECODE70["seq_out"], rel=1e-9)
     assert abs(lat2 - lat1) <= 0.05 * lat1
     meta = lower(LLAMA70, scenario_for(LLAMA70, None, **DECODE70)).facts
@@ -545,8 +546,8 @@ def test_data_parallel_replicas_split_the_batch():
 def test_throughput_counts_only_the_sequences_of_the_scenario():
     ev = dse.evaluate(H100, LLAMA7, phase="decode", batch=3, seq_in=128, seq_out=16,
                       precision="bf16", chips=2)
-    tokens_per_step = ev.metrics["output_tokens_per_s"][0] * ev.metrics["latency_s"][0]
-    assert tokens_per_step == pytest.approx(3.0, rel=1e-12)
+    tokens_per_step = ev.metrics["output_tokens_per_s"][0] * ev.metrics["step_time_s"][0]
+    assert tokens_per_step == pytest.approx(3.0 * 16, rel=1e-12)  # 16 tokens each
 
 
 def test_batch_max_where_some_designs_hold_no_sequence():

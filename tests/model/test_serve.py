@@ -116,7 +116,9 @@ def test_host_overhead_adds_to_every_iteration():
     m0, m1 = ({k: v[0] for k, v in e.metrics.items()} for e in (off, on))
     assert m0["tpot_s"] == pytest.approx(gpu, rel=1e-12)
     assert m1["tpot_s"] == pytest.approx(gpu + 1e-3, rel=1e-12)
-    assert m1["ttft_s"] == m1["tpot_s"] == m1["latency_s"]  # one iteration per prompt
+    assert m1["ttft_s"] == m1["tpot_s"] == m1["step_time_s"]  # one iteration per prompt
+    # a request's latency: its 64 iterations (TTFT + 63 TPOT)
+    assert m1["latency_s"] == pytest.approx(m1["ttft_s"] + 63 * m1["tpot_s"], rel=1e-12)
     assert m1["decode_tokens_per_s"] == pytest.approx(1 / m1["tpot_s"], rel=1e-15)
     assert m1["output_tokens_per_s"] == pytest.approx(64 / (gpu + 1e-3), rel=1e-12)
     # The default engine charges TensorRT-LLM's exposed 0.58 ms.

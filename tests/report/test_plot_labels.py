@@ -182,7 +182,7 @@ def test_the_study_plot_labels_the_references_too(study_dirs, drawn, tmp_path):
 def test_custom_axes_in_words_with_units_and_the_area_budget(study_dirs, drawn, tmp_path):
     folder = study_dirs["fvb"]
     dse("plot", "pareto", folder, "--x", "llama2-7b-decode.output_tokens_per_s:max",
-        "--y", "area_mm2:min", "--out", tmp_path / "c.png")
+        "--y", "area_per_chip_mm2:min", "--out", tmp_path / "c.png")
     fig = drawn[-1]
     check_labels(fig)
     ax = fig.axes[0]
@@ -212,7 +212,7 @@ def test_a_text_column_as_an_axis_is_one_line(study_dirs):
         line = r.output.strip()
         assert "\n" not in line and "Traceback" not in line
         assert f"column '{column}' of trials.parquet holds {holds}, not numbers" in line
-        assert "numeric columns: " in line and "area_mm2" in line
+        assert "numeric columns: " in line and "area_per_chip_mm2" in line
         assert "reason," not in line.split("numeric columns: ")[1]
 
 
@@ -378,10 +378,10 @@ def test_placer_places_a_crowd_without_overlap():
 
 
 @pytest.mark.parametrize(("column", "unit", "label"), [
-    ("area_mm2", None, "area per chip (mm\u00b2)"),
+    ("area_per_chip_mm2", None, "area per chip (mm\u00b2)"),
     ("llama2-70b-decode.output_tokens_per_s", None, "llama2-70b-decode output (tokens/s)"),
     ("llama2-70b-decode.tpot_s", None, "llama2-70b-decode time per output token (ms)"),
-    ("bert-large.power_w", None, "bert-large power per chip (W)"),
+    ("bert-large.power_per_chip_w", None, "bert-large power per chip (W)"),
     ("memory.L2.capacity_bytes", None, "L2 capacity (MiB)"),
     ("interconnect.link_bandwidth_bytes_per_s", None,
      "interconnect link bandwidth (GB/s)"),
@@ -398,9 +398,9 @@ def test_columns_in_words_with_units(column, unit, label):
 
 
 def test_budgets_belong_to_area_and_power_columns_only():
-    assert describe_column("area_mm2").budget == "area"
+    assert describe_column("area_per_chip_mm2").budget == "area"
     assert describe_column("objective.a", "mm2").budget == "area"
-    assert describe_column("x.power_w").budget == "power"
+    assert describe_column("x.power_per_chip_w").budget == "power"
     assert describe_column("die_mm2").budget is None  # the budget holds all dies
     assert describe_column("constraint.area_mm2").budget is None
     assert describe_column("objective.t", "tokens/s").budget is None

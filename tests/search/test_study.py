@@ -97,7 +97,7 @@ def test_objectives_by_hand() -> None:
     out = evaluate_designs(study, {"compute.units": np.array([132.0, 66.0]),
                                    "memory.HBM3.stacks": np.array([5.0, 8.0])}, base)
     assert out.values[0, 0] == pytest.approx(base["decode"]["throughput"])
-    assert out.values[0, 1] == pytest.approx(out.columns["area_mm2"][0])
+    assert out.values[0, 1] == pytest.approx(out.columns["area_per_chip_mm2"][0])
     # more stacks: more bandwidth for a bandwidth-bound decode
     assert out.values[1, 0] > out.values[0, 0]
     assert set(out.constraints) >= {"area_mm2", "reticle_mm2", "shoreline_mm2",
@@ -131,7 +131,7 @@ def test_run_resume_and_outputs(tmp_path: Path) -> None:
     table = pd.read_parquet(out / "trials.parquet")
     assert len(table) == 60
     assert {"compute.units", "memory.HBM3.stacks", "objective.throughput", "objective.area",
-            "area_mm2", "feasible", "reason"} <= set(table.columns)
+            "area_per_chip_mm2", "feasible", "reason"} <= set(table.columns)
     assert (table["reason"][~table["feasible"]] != "").all()
     front = pd.read_csv(out / "pareto.csv")
     assert len(front) >= 1 and front["feasible"].all()

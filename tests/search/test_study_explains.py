@@ -136,7 +136,7 @@ def test_infeasible_designs_are_counted_by_constraint_with_the_closest(tmp_path:
                                                           .sum())
     assert reasons["over the 300 W power cap"] == int((trials["constraint.power_w"] > 0).sum())
     text = (out / "summary.md").read_text()
-    assert f"(the smallest design: {trials['area_mm2'].min():,.0f} mm2)" in text
+    assert f"(the smallest design: {trials['area_per_chip_mm2'].min():,.0f} mm2)" in text
     assert "## Why designs are infeasible" in text
     # the base breaks the area budget: said up front, on stderr
     assert "warning:" in r.stderr and "the base h100-sxm needs 757 mm2" in r.stderr
@@ -205,7 +205,7 @@ def test_references_without_a_power_or_area_model_are_tabulated(tmp_path: Path) 
     r = _run(path, out, "--trials", "20")
     assert r.exit_code == 0, r.output
     refs = pd.read_csv(out / "references.csv").set_index("chip")
-    assert np.isnan(refs.loc["tpu-v5e", "area_mm2"])
+    assert np.isnan(refs.loc["tpu-v5e", "area_per_chip_mm2"])
     assert refs.loc["tpu-v5e", "decode.output_tokens_per_s"] > 0
     assert "technology.node" in refs.loc["tpu-v5e", "not_modelled"]
     row = next(x for x in (out / "summary.md").read_text().splitlines()

@@ -1,12 +1,13 @@
 """Length distributions of inference scenarios: the shipped SQuAD v1.1 one, the inline forms,
 and one-line errors for inputs no distribution of sequences up to seq_in can have."""
 
+import json
 from pathlib import Path
 
 import pytest
 
 import dse
-from dse.errors import DseError, SpecError
+from dse.errors import SpecError
 from dse.spec.lengths import LengthDistribution
 from dse.spec.load import library_names, load_lengths, load_workload
 from dse.spec.workload import Scenario
@@ -108,12 +109,14 @@ def test_lengths_go_with_the_inference_phase_only(tmp_path):
         load_workload(path)
 
 
-def test_an_override_that_shortens_seq_in_below_the_lengths_is_a_one_line_error():
+def test_an_explicit_seq_in_replaces_the_distribution():
+    """Issue 23: --seq-in 128 on mlperf-offline was refused ("lengths squad-v1.1 reach 384
+    tokens"); a named length is the length run."""
     bert = dse.load_workload("bert-large")
-    with pytest.raises(DseError) as e:
-        resolve_scenario(bert, "mlperf-offline", seq_in=256)
-    assert str(e.value) == ("--seq-in: lengths squad-v1.1 reach 384 tokens, above seq_in 256 "
-                            "(the longest sequence); expected seq_in >= 384")
+    assert resolve_scenario(bert, "mlperf-offline")[1].lengths is not None
+    for n in (128, 384, 512):
+        sc = resolve_scenario(bert, "mlperf-offline", seq_in=n)[1]
+        assert sc.lengths is None and sc.seq_in == n
 
 
 def test_describe():
@@ -141,3 +144,23 @@ def test_a_broken_shipped_file_is_reported_at_its_counts_line(tmp_path):
     with pytest.raises(SpecError, match=r"bad.yaml:5:9: counts: expected \[length in 1..8, "
                                         r"count >= 1\] pairs, found \[9, 1\] \(pair 2\)"):
         validate(ShippedFile, read_yaml(path))
+
+
+def test_workload_seq_in_runs_that_length_issue_23():
+    """`dse workload bert-large --phase inference --seq-in N --convention paper` gave the
+    SQuAD distribution's 112 GFLOPs for N = 512, 1024, 2048 and 4096 alike."""
+    from typer.testing import CliRunner
+
+    from dse.cli import app
+
+    def flops(*args: str) -> float:
+        r = CliRunner().invoke(app, ["workload", "bert-large", *args, "--convention", "paper",
+                                     "-f", "json"])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)["flops"]
+
+    runs = [flops("--phase", "inference", "--seq-in", str(n)) for n in (512, 1024, 2048)]
+    assert runs[0] < runs[1] < runs[2]
+    assert runs[0] == flops("--scenario", "case-study-512")  # batch 1, 512 tokens, int8
+    assert flops("--phase", "inference") < 0.5 * runs[0]  # the scenario keeps SQuAD's lengths
+    assert flops("--phase", "inference", "--seq-in", "128") > 0  # was refused

@@ -104,7 +104,7 @@ def test_remove_unknown_item_is_reported(tmp_path):
 REJECTIONS = {
     "duplicate_key.yaml": [":5:3: units: duplicate key (first given at line 4)"],
     "unknown_key.yaml": [":5:5: memory[1].bandwith: unknown key", 'did you mean "bandwidth"?'],
-    "missing_unit.yaml": [":5:16: memory[1].bandwidth:", "bandwidth like '3.35 TB/s'",
+    "missing_unit.yaml": [":5:16: memory[1].bandwidth:", "bandwidth with a unit, e.g. '3350 GB/s'",
                           "a unit is required"],
     "wrong_dimension.yaml": [":5:15: memory[1].capacity:", "capacity like '80 GiB'",
                              "found '3 TB/s' (a bandwidth)"],

@@ -30,9 +30,8 @@ def test_fields_given_replace_the_scenarios():
     bert = dse.load_workload("bert-large")
     name, sc = resolve_scenario(bert, phase="inference", seq_in=512)
     assert name == "mlperf-offline" and sc.seq_in == 512 and sc.batch == "max"
-    assert sc.lengths is not None and sc.lengths.name == "squad-v1.1"  # kept by the override
-    with pytest.raises(DseError, match="reach 384 tokens, above seq_in 128"):
-        resolve_scenario(bert, phase="inference", seq_in=128)  # SQuAD's windows are 384 long
+    assert sc.lengths is None  # a named length replaces the distribution (issue 23)
+    assert resolve_scenario(bert, phase="inference", batch=1)[1].lengths.name == "squad-v1.1"
     with pytest.raises(DseError, match="unknown scenario 'nope'"):
         resolve_scenario(bert, "nope")
     with pytest.raises(DseError, match="--phase: expected one of"):

@@ -28,8 +28,9 @@ from dse.spec.load import (
     load_workload,
     looks_like_path,
 )
-from dse.spec.workload import is_gemm_name
+from dse.spec.workload import WorkloadSpec, is_gemm_name
 from dse.spec.yamlpos import read_bytes
+from dse.workloads import resolve_scenario
 
 COLUMNS = ("id", "hardware", "chips", "tp", "pp", "workload", "phase", "precision", "batch",
            "seq_in", "seq_out", "metric", "value")
@@ -394,6 +395,21 @@ def _load(kind: str, name: str, loaded: dict) -> object:
     return loaded[kind, name]
 
 
+def _seq_in(wl: WorkloadSpec, r: dict) -> int | None:
+    """The seq_in a row asks of the model. The measurement files' convention (shared/
+    validation/README.md): a data set's row gives its sequence limit ("MLPerf BERT-99 runs
+    SQuAD with sequences up to 384 tokens; harnesses skip padding"), so a row whose seq_in is
+    the limit of its scenario's length distribution runs that distribution (None keeps it);
+    any other seq_in is the length run, as everywhere else."""
+    if not r["seq_in"]:
+        return None
+    seq_in = int(r["seq_in"])
+    _, sc = resolve_scenario(wl, phase=r["phase"])
+    if getattr(sc, "lengths", None) is not None and sc.seq_in == seq_in:
+        return None
+    return seq_in
+
+
 def _run_group(records: list[dict], rows: list[Row], loaded: dict) -> None:
     """Predict `rows` (with their `records`), which share every model input but the batch,
     in one evaluation: a batch per design when they are whole numbers."""
@@ -406,7 +422,7 @@ def _run_group(records: list[dict], rows: list[Row], loaded: dict) -> None:
         designs, wl, tech=tech, phase=r["phase"],
         batch=distinct if len(distinct) > 1 else distinct[0],
         precision=r["precision"] or None,
-        seq_in=int(r["seq_in"]) if r["seq_in"] else None,
+        seq_in=_seq_in(wl, r),
         seq_out=int(r["seq_out"]) if r["seq_out"] else None,
         chips=r["chips"], tp=r["tp"], pp=r["pp"])
     design = {b: i for i, b in enumerate(distinct)} if res.n > 1 else dict.fromkeys(distinct, 0)

@@ -228,3 +228,17 @@ def test_no_measured_case_is_throttled_far_below_its_rated_clock():
         clock = ev.metrics["clock_hz"][0] / spec.compute.clock
         assert clock >= 0.97 or not np.isfinite(clock), (r["id"], clock)
         assert spec.tdp is None or ev.metrics["power_per_chip_w"][0] <= spec.tdp * (1 + 1e-9)
+
+
+def test_a_rows_seq_in_at_the_distributions_limit_keeps_the_distribution(tmp_path):
+    """The measurement files' convention: MLPerf BERT's 384 is SQuAD's limit, so the row runs
+    SQuAD (as with seq_in left out); another seq_in is the fixed length it names."""
+    head = (validate.default_measurements()[0]).read_text().split("\n")[0]
+    row = "{},a100-sxm-80gb,1,1,1,bert-large,inference,int8,1,{},,samples_per_s,1000,high,x"
+    csv = tmp_path / "m.csv"
+    csv.write_text("\n".join([head, row.format("limit", 384), row.format("blank", ""),
+                              row.format("fixed", 256)]) + "\n")
+    got = {r.id: r.predicted for r in validate.run(csv)}
+    assert got["limit"] == got["blank"]
+    # SQuAD's mean length (178.5 tokens) is below 256: the fixed length is slower per sample
+    assert got["fixed"] < got["limit"]

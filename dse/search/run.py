@@ -86,6 +86,11 @@ def storage_url(study: Study, opts: Options) -> str:
 def open_storage(url: str, heartbeat: bool = False) -> optuna.storages.BaseStorage:
     """A journal file (a path) or a database (a URL with ://)."""
     if "://" in url:
+        if heartbeat:  # the workers record each batch's heartbeats themselves (ask and tell,
+            # not Study.optimize), so Optuna's warning that heartbeats are for optimize() is
+            # about a use dse does not make: it would only print two lines on stderr
+            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be "
+                                    "used with Study.optimize", category=UserWarning)
         try:
             return optuna.storages.RDBStorage(
                 url, heartbeat_interval=HEARTBEAT_S if heartbeat else None,

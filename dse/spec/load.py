@@ -21,7 +21,7 @@ from dse.errors import Issue, ReadError, SpecError
 from dse.spec import hardware, hardware_checks, lengths, technology, workload
 from dse.spec.fixed_costs import Spares, spares
 from dse.spec.messages import issue_at, issues_from, locate
-from dse.spec.types import CLOCK_CONTEXT_KEY
+from dse.spec.types import CLOCK_CONTEXT_KEY, CLOCK_INVALID_KEY
 from dse.spec.vocabulary import COUPLED
 from dse.spec.yamlpos import LDict, LList, read_yaml
 from dse.units import FREQUENCY, UnitError, scale_quantity, to_kind
@@ -344,7 +344,7 @@ def _clock_context(data: LDict) -> dict[str, Any]:
     try:
         return {CLOCK_CONTEXT_KEY: to_kind(clock, FREQUENCY)} if clock is not None else {}
     except UnitError:
-        return {}  # the clock field itself reports the problem
+        return {CLOCK_INVALID_KEY: True}  # the clock field itself reports the problem
 
 
 def hardware_from_data(data: LDict) -> hardware.HardwareSpec:

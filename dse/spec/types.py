@@ -20,6 +20,10 @@ from dse import units
 from dse.units import Kind, UnitError
 
 CLOCK_CONTEXT_KEY = "clock_hz"
+# Set by the loader when compute.clock is given but wrong: that field reports the problem,
+# and per-cycle values are converted at a stand-in clock (1 Hz) so they do not repeat it as
+# "give compute.clock" (the spec cannot validate either way).
+CLOCK_INVALID_KEY = "clock_invalid"
 # Largest whole number a spec may give: every integer up to 2^53 converts to a float exactly,
 # and the model computes in floats (a 309-digit count would not convert at all).
 MAX_WHOLE = 2**53
@@ -99,7 +103,9 @@ def _annotation_has_quantity(ann: Any) -> bool:
 
 def _quantity(kind: Kind, positive: bool) -> BeforeValidator:
     def parse(value: Any, info: ValidationInfo) -> float:
-        clock = (info.context or {}).get(CLOCK_CONTEXT_KEY)
+        context = info.context or {}
+        clock = context.get(CLOCK_CONTEXT_KEY) or (1.0 if context.get(CLOCK_INVALID_KEY)
+                                                    else None)
         try:
             return units.to_kind(value, kind, clock_hz=clock, positive=positive)
         except UnitError as e:

@@ -119,3 +119,16 @@ def test_every_route_gives_the_same_sentence():
     assert str(b.value) == f"--set compute.clock: {text}"
     assert units.bare_number(10**400, units.BYTES).startswith(
         "expected a capacity with a unit, e.g. '1" + "0" * 400 + " MiB'")
+
+
+@pytest.mark.parametrize("clock", ["1500", "fast"])
+def test_a_wrong_clock_is_the_one_problem_named(tmp_path, clock):
+    """A derived H100 whose compute.clock is wrong: the clock is the one line, not also its
+    base's per-cycle L1 bandwidth asking for a clock (was two problems, the first at the
+    `base:` line)."""
+    path = tmp_path / "chip.yaml"
+    path.write_text(f"base: h100-sxm\nsource: test\ncompute: {{clock: {clock}}}\n")
+    with pytest.raises(SpecError) as e:
+        load_hardware(path)
+    assert [i.path for i in e.value.issues] == ["compute.clock"], str(e.value)
+    assert e.value.issues[0].line == 3

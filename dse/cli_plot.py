@@ -338,6 +338,12 @@ def pareto(
                        describe_column(yc, yu, base), xmax, ymax,
                        f"{doc['study']}: {len(trials):,} designs", budgets)
     pp.draw_pareto(d, [path])
-    typer.echo(f"{len(trials):,} designs, {len(ok):,} feasible, {len(front)} on the front of "
-               f"{xc} and {yc}")
+    if xmax is None or ymax is None:
+        which = " and ".join(f for f, m in (("--x", xmax), ("--y", ymax)) if m is None)
+        typer.echo(f"{len(trials):,} designs, {len(ok):,} feasible; no front drawn: {which} "
+                   f"has no direction (add :max or :min to the column, e.g. "
+                   f"{xc if xmax is None else yc}:min)")
+    else:
+        typer.echo(f"{len(trials):,} designs, {len(ok):,} feasible, {len(front)} on the front "
+                   f"of {xc} and {yc}")
     typer.echo(f"plot written to {path}")

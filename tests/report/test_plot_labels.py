@@ -216,6 +216,20 @@ def test_a_text_column_as_an_axis_is_one_line(study_dirs):
         assert "reason," not in line.split("numeric columns: ")[1]
 
 
+def test_axes_without_a_direction_say_how_to_draw_the_front(study_dirs, tmp_path):
+    """A column named without :max or :min has no front; the console says which axis and
+    how (was '0 on the front of ...', read as an empty front)."""
+    out = tmp_path / "p.png"
+    r = runner.invoke(app, ["plot", "pareto", str(study_dirs["fvb"]), "--x",
+                            "area_per_chip_mm2", "--y", "die_mm2:min", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "no front drawn: --x has no direction (add :max or :min to the column, e.g. " \
+           "area_per_chip_mm2:min)" in r.output
+    r = runner.invoke(app, ["plot", "pareto", str(study_dirs["fvb"]), "--x",
+                            "area_per_chip_mm2:min", "--y", "die_mm2:max", "--out", str(out)])
+    assert r.exit_code == 0 and " on the front of area_per_chip_mm2 and die_mm2" in r.output
+
+
 # ---- parallel coordinates ------------------------------------------------------------------
 
 def test_parallel_axes_in_units_with_objectives_and_a_consistent_colour(study_dirs, drawn,

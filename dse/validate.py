@@ -427,7 +427,7 @@ def _run_group(records: list[dict], rows: list[Row], loaded: dict) -> None:
         chips=r["chips"], tp=r["tp"], pp=r["pp"])
     design = {b: i for i, b in enumerate(distinct)} if res.n > 1 else dict.fromkeys(distinct, 0)
     # the bound of each design's longest operator (count x time), as op_records(i)[0] has it
-    spent = res.ops_count * res.ops_time
+    spent = res.ops_spent
     longest = np.argmax(spent, axis=1) if spent.shape[1] else None
     bounds = res.ops_bound[np.arange(res.n), longest] if longest is not None else None
     for rec, row in zip(records, rows, strict=True):

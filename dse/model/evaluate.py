@@ -186,16 +186,25 @@ class Evaluation:
             cols[f"training.{k}"] = v
         return cols
 
+    @property
+    def ops_spent(self) -> np.ndarray:
+        """[N, J] time of each operator over its repeats, s: count x time, and 0 for an
+        operator that does not run (count 0), whose time alone may be infinite (a rate
+        of 0 on a path it never takes) and would make the product NaN."""
+        with np.errstate(invalid="ignore"):
+            return np.where(self.ops_count > 0, self.ops_count * self.ops_time, 0.0)
+
     def op_records(self, i: int = 0) -> list[dict]:
         """Operators of design i: name, count, flops and bytes (totals over the count, per
         chip), time (total), share of the step, bound; sorted by time, longest first."""
-        total = float(np.sum(self.ops_count[i] * self.ops_time[i]))
+        spent = self.ops_spent[i]
+        total = float(np.sum(spent))
         bound = self.ops_bound[i]
         n_ops = self.op_traffic.shape[1]
         out = []
         for j, name in enumerate(self.ops_name):
             cnt = float(self.ops_count[i, j])
-            t = cnt * float(self.ops_time[i, j])
+            t = float(spent[j])
             out.append({
                 "name": str(name), "count": cnt,
                 "flops": cnt * float(self.ops_flops[i, j]),

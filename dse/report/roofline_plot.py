@@ -180,7 +180,7 @@ def op_points(ev: Evaluation, i: int = 0) -> tuple[tuple[OpPoint, ...], tuple[st
     db = ev.batch
     bw = db.bandwidth[i]
     bound = ev.ops_bound[i]
-    total = float(np.sum(ev.ops_count[i] * ev.ops_time[i]))
+    total = float(np.sum(ev.ops_spent[i]))
     n_ops = ev.op_traffic.shape[1]
     points, omitted = [], []
     for j, name in enumerate(ev.ops_name):

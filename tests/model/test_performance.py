@@ -634,3 +634,15 @@ def test_a_higher_typical_share_is_never_slower(phase, batch, seq_in, typical):
     ev = dse.evaluate(H100, LLAMA7, overrides={"compute.matrix.achievable.typical": t}, **kw)
     lat = ev.metrics["latency_s"]
     assert np.all(np.isfinite(lat)) and np.all(np.diff(lat) <= lat[:-1] * 1e-12), (t, lat)
+
+
+def test_an_operator_that_does_not_run_spends_no_time_even_at_an_infinite_time():
+    """count 0 x time inf was NaN, which made every operator's share of the step NaN."""
+    from types import SimpleNamespace
+
+    from dse.model.evaluate import Evaluation
+
+    ev = SimpleNamespace(ops_count=np.array([[2.0, 0.0, 1.0]]),
+                         ops_time=np.array([[1.5, np.inf, 0.25]]))
+    spent = Evaluation.ops_spent.fget(ev)
+    assert spent.tolist() == [[3.0, 0.0, 0.25]]

@@ -439,11 +439,16 @@ def area(
     = None,
     reticle: Annotated[bool, typer.Option(help="Treat a die above the reticle as "
                                                "infeasible.")] = False,
+    cost: Annotated[bool, typer.Option("--cost", help="Also the cost to make one chip: "
+                                       "good dies (wafer price, dies per wafer, yield with "
+                                       "harvesting), memory, package, assembly.")] = False,
 ) -> None:
     """Die area from the process-node constants: breakdown by component, the die edge the
-    off-chip interfaces need, and the error against the published area."""
+    off-chip interfaces need, and the error against the published area; with --cost, the
+    cost to make one chip from the same area."""
     from dse.model.area import area as die_area
     from dse.model.batch import design_batch
+    from dse.model.cost import cost as chip_cost
     from dse.report import area_view
     from dse.spec.load import hardware_with_technology
 
@@ -456,8 +461,12 @@ def area(
     docs = []
     for ref in hardware:
         spec, tech = hardware_with_technology(ref)
-        docs.append(area_view.area_document(die_area(design_batch(spec), tech,
-                                                     reticle=reticle)))
+        db = design_batch(spec)
+        res = die_area(db, tech, reticle=reticle)
+        doc = area_view.area_document(res)
+        if cost:
+            doc["cost"] = area_view.cost_document(chip_cost(db, tech, res))
+        docs.append(doc)
     if plot is not None:
         area_view.draw(docs, plot)
     if fmt is Format.json:

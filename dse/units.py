@@ -27,16 +27,17 @@ import sys
 from dataclasses import dataclass
 
 # Base dimensions, in this order: bytes, operations (FLOP or integer OP), seconds,
-# metres, joules, clock cycles.
-_N_DIMS = 6
-Dim = tuple[int, int, int, int, int, int]
-_B, _OP, _S, _M, _J, _CYC = range(_N_DIMS)
+# metres, joules, clock cycles, money (US dollars).
+_N_DIMS = 7
+Dim = tuple[int, int, int, int, int, int, int]
+_B, _OP, _S, _M, _J, _CYC, _USD = range(_N_DIMS)
 
 
 def _dim(**exps: int) -> Dim:
     out = [0] * _N_DIMS
     for name, e in exps.items():
-        out[{"B": _B, "op": _OP, "s": _S, "m": _M, "J": _J, "cycle": _CYC}[name]] = e
+        out[{"B": _B, "op": _OP, "s": _S, "m": _M, "J": _J, "cycle": _CYC,
+                   "usd": _USD}[name]] = e
     return tuple(out)  # type: ignore[return-value]
 
 
@@ -86,15 +87,28 @@ AREA_PER_RATE = Kind("area per compute rate", _dim(m=2, op=-1, s=1), "0.4 mm2/TF
                      "mm2/(FLOP/s)", scale=1e6, prefixes="none", common="mm2/TFLOPS")
 OPS_PER_CYCLE = Kind("rate per cycle", _dim(op=1, cycle=-1), "4096 FLOP/cycle", "FLOP/cycle",
                      suffix="flop_per_cycle", common="FLOP/cycle")
+# Money, for the cost model (dse.model.cost): US dollars of the estimate's date, written
+# "$" or "USD" ("3500 USD", "17 $/GB", "0.3 $/mm2"); a defect density is per area ("0.1 /cm2").
+COST = Kind("cost", _dim(usd=1), "3500 USD", "USD", prefixes="none", suffix="usd",
+            common="USD")
+COST_PER_BYTE = Kind("cost per capacity", _dim(usd=1, B=-1), "15 $/GB", "USD/B",
+                     prefixes="none", common="$/GB")
+COST_PER_AREA = Kind("cost per area", _dim(usd=1, m=-2), "0.3 $/mm2", "USD/mm2", scale=1e-6,
+                     prefixes="none", common="$/mm2")
+PER_AREA = Kind("density per area", _dim(m=-2), "0.1 /cm2", "/mm2", scale=1e-6,
+                prefixes="none", common="/cm2")
 KINDS = (OPS_PER_CYCLE, BYTES, BANDWIDTH, FLOP_RATE, TIME, FREQUENCY, AREA, LENGTH, POWER,
-         ENERGY, ENERGY_PER_OP, ENERGY_PER_BYTE, POWER_DENSITY, AREA_PER_BYTE, AREA_PER_RATE)
+         ENERGY, ENERGY_PER_OP, ENERGY_PER_BYTE, POWER_DENSITY, AREA_PER_BYTE, AREA_PER_RATE, COST,
+         COST_PER_BYTE, COST_PER_AREA, PER_AREA)
 
 # The SI unit of each kind's dimension, for messages about magnitudes.
 _SI_UNITS = {BYTES.dim: "B", BANDWIDTH.dim: "B/s", FLOP_RATE.dim: "FLOP/s", TIME.dim: "s",
              FREQUENCY.dim: "Hz", AREA.dim: "m2", LENGTH.dim: "m", POWER.dim: "W",
              ENERGY.dim: "J", ENERGY_PER_OP.dim: "J/FLOP", ENERGY_PER_BYTE.dim: "J/B",
              POWER_DENSITY.dim: "W/m2", AREA_PER_BYTE.dim: "m2/B",
-             AREA_PER_RATE.dim: "m2/(FLOP/s)", OPS_PER_CYCLE.dim: "FLOP/cycle"}
+             AREA_PER_RATE.dim: "m2/(FLOP/s)", OPS_PER_CYCLE.dim: "FLOP/cycle",
+             COST.dim: "USD", COST_PER_BYTE.dim: "USD/B", COST_PER_AREA.dim: "USD/m2",
+             PER_AREA.dim: "/m2"}
 
 _DECIMAL_UP = {"k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 _DECIMAL_DOWN = {"m": 1e-3, "u": 1e-6, "\u00b5": 1e-6, "\u03bc": 1e-6, "n": 1e-9, "p": 1e-12}
@@ -129,6 +143,8 @@ _ATOMS: dict[str, _Atom] = {
     "J": _Atom(1.0, _dim(J=1), down_ok=True),
     "cycle": _Atom(1.0, _dim(cycle=1)),
     "cycles": _Atom(1.0, _dim(cycle=1)),
+    "USD": _Atom(1.0, _dim(usd=1)),
+    "$": _Atom(1.0, _dim(usd=1)),
 }
 _ATOMS_LONGEST_FIRST = sorted(_ATOMS, key=len, reverse=True)
 
@@ -178,6 +194,8 @@ def _atom(text: str, original: str) -> tuple[float, Dim]:
             factor = _BINARY[prefix]
         elif prefix in _DECIMAL_DOWN and atom.down_ok:
             factor = _DECIMAL_DOWN[prefix]
+        elif prefix == "c" and name == "m":  # cm, for defect densities per cm2
+            factor = 1e-2
         else:
             continue
         scale = (atom.scale * factor) ** exp
@@ -198,12 +216,16 @@ def parse_quantity(text: str) -> tuple[float, Dim]:
     if not unit:
         raise UnitError(f"'{text}' has no unit")
     parts = unit.replace(" ", "").split("/")
+    if len(parts) == 2 and parts[0] == "" and parts[1]:
+        parts[0] = "1"  # "/cm2": a density, nothing in the numerator
     if any(p == "" for p in parts):
         raise UnitError(f"malformed unit '{unit}' in '{text}'")
     scale, dim = 1.0, [0] * _N_DIMS
     for i, part in enumerate(parts):
         sign = 1 if i == 0 else -1
         for atom_text in re.split(r"[*\u00b7]", part):
+            if atom_text == "1" and i == 0:
+                continue
             s, d = _atom(atom_text, text)
             scale *= s**sign  # a long product may reach inf or 0: rejected by to_kind
             dim = [a + sign * b for a, b in zip(dim, d, strict=True)]

@@ -85,6 +85,11 @@ _ALL = (
            "energy of all chips per sample (inference)"),
     Metric("area_per_chip_mm2", "die area per chip (modelled)", "mm2", PER_CHIP,
            "modelled silicon area of one chip, all its dies"),
+    Metric("cost_per_chip_usd", "cost to make per chip (modelled)", units.COST, PER_CHIP,
+           "modelled cost to make one chip: good dies, memory, package, assembly loss and "
+           "test (see Cost)"),
+    Metric("cost_usd", "cost to make (system)", units.COST, SYSTEM,
+           "cost to make all chips: cost per chip x chips"),
 )
 METRICS: dict[str, Metric] = {m.key: m for m in _ALL}
 

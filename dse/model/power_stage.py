@@ -11,6 +11,7 @@ import numpy as np
 
 from dse.model.area import PADDING, AreaResult, area
 from dse.model.batch import DesignBatch, design_batch
+from dse.model.cost import cost
 from dse.model.power import StepEnergy, chip_power, step_energy, step_terms
 from dse.model.stages import Step
 from dse.spec.technology import TechSpec
@@ -18,7 +19,8 @@ from dse.spec.workload import Scenario
 from dse.workloads.serving import engine_of
 
 POWER_METRICS = ("power_per_chip_w", "clock_hz", "energy_per_token_j", "energy_per_sample_j",
-                 "energy_per_step_j", "area_per_chip_mm2")  # defined in dse.model.metrics
+                 "energy_per_step_j", "area_per_chip_mm2", "cost_per_chip_usd",
+                 "cost_usd")  # defined in dse.model.metrics
 TIME_METRICS = ("latency_s", "ttft_s", "tpot_s", "step_time_s")  # stretched when the
 # clock drops
 # (design, node) -> energy per matrix FLOP per precision [N] J, clocked W per unit [N]
@@ -62,6 +64,9 @@ def with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dic
     m["clock_hz"] = db.clock * pw.clock_ratio if np.any(db.clock > 0) else nan
     m["energy_per_step_j"] = system_w * (st.total + host) * s
     m["area_per_chip_mm2"] = die.total_mm2
+    priced = tech.wafer is not None and tech.market is not None  # a node with a cost model
+    m["cost_per_chip_usd"] = cost(db, tech, die).total_usd if priced else nan
+    m["cost_usd"] = chips * m["cost_per_chip_usd"]
     with np.errstate(divide="ignore", invalid="ignore"):
         if sc.phase in ("decode", "serve"):
             m["energy_per_token_j"] = system_w / m["output_tokens_per_s"]

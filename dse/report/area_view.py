@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dse.model.area import AreaResult
+from dse.model.cost import CostResult
 
 
 def area_document(res: AreaResult, i: int = 0) -> dict[str, Any]:
@@ -24,6 +25,53 @@ def area_document(res: AreaResult, i: int = 0) -> dict[str, Any]:
         "feasible": bool(res.feasible[i]),
         "reason": str(res.reason[i]) or None,
     }
+
+
+def cost_document(res: CostResult, i: int = 0) -> dict[str, Any]:
+    """JSON for design i: total_usd per chip, components (USD, summing to it), and the
+    quantities they follow from (dies per wafer, yield, good die, package)."""
+    return {
+        "total_usd": float(res.total_usd[i]),
+        "components": {k: float(v[i]) for k, v in res.components.items()},
+        "wafer_usd": res.wafer_usd,
+        "die_mm2": float(res.die_mm2[i]),
+        "dies": int(res.dies[i]),
+        "dies_per_wafer": int(res.dies_per_wafer[i]),
+        "die_yield": float(res.die_yield[i]),
+        "good_die_usd": float(res.good_die_usd[i]),
+        "package": str(res.package[i]),
+        "interposer_mm2": float(res.interposer_mm2[i]),
+        "assembly_yield": float(res.assembly_yield[i]),
+        "feasible": bool(res.feasible[i]),
+        "reason": str(res.reason[i]) or None,
+        "memory": {k: {"capacity_bytes": float(cap[i]), "usd_per_byte": float(p[i])}
+                   for k, (cap, p) in res.memory.items()},
+    }
+
+
+def _cost_table(doc: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    c = doc["cost"]
+    t = Table(title=f"{doc['hardware']}: cost to make ({doc['node']})", title_justify="left")
+    t.add_column("component")
+    t.add_column("USD", justify="right")
+    t.add_column("share", justify="right")
+    t.add_column("from")
+    total = c["total_usd"]
+    why = {"dies": f"{c['dies']} x {c['good_die_usd']:,.0f} USD a good die: "
+                   f"{c['wafer_usd']:,.0f} USD a wafer / ({c['dies_per_wafer']} dies x "
+                   f"{c['die_yield']:.1%} yield) of {c['die_mm2']:,.0f} mm2",
+           "package": f"{c['package']}, {c['interposer_mm2']:,.0f} mm2",
+           "assembly loss": f"{c['assembly_yield']:.1%} assembly yield",
+           **{k: f"{m['capacity_bytes'] / 1e9:,.1f} GB x {m['usd_per_byte'] * 1e9:.3g} USD/GB"
+              for k, m in c["memory"].items()}}
+    for name, usd in c["components"].items():
+        t.add_row(name, f"{usd:,.0f}", f"{usd / total:.1%}", why.get(name, ""))
+    t.add_row("total per chip", f"{total:,.0f}", "100%", "", end_section=True)
+    if not c["feasible"]:
+        t.add_row("infeasible", c["reason"], "", "")
+    return t
 
 
 def area_tables(docs: list[dict[str, Any]]) -> Any:
@@ -49,6 +97,8 @@ def area_tables(docs: list[dict[str, Any]]) -> Any:
         if not doc["feasible"]:
             t.add_row("infeasible", doc["reason"], "")
         out.append(t)
+        if doc.get("cost") is not None:
+            out.append(_cost_table(doc))
     return Group(*out)
 
 

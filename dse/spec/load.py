@@ -384,7 +384,18 @@ def load_technology(ref: str | Path, near: Path | None = None) -> technology.Tec
     path = resolve(ref, "technology", near=near_tech)
     spec = validate(technology.TechSpec, read_yaml(path, display=str(path)))
     assert isinstance(spec, technology.TechSpec)
+    if spec.market is None:
+        object.__setattr__(spec, "market", shipped_market())
     return spec
+
+
+@functools.cache
+def shipped_market() -> technology.Market:
+    """The memory and packaging prices shipped with dse (dse/data/cost.yaml)."""
+    path = Path(__file__).resolve().parent.parent / "data" / "cost.yaml"
+    market = validate(technology.Market, read_yaml(path, display="dse/data/cost.yaml"))
+    assert isinstance(market, technology.Market)
+    return market
 
 
 def _node_of(spec: hardware.HardwareSpec, data: LDict, path: Path) -> technology.TechSpec:

@@ -19,10 +19,16 @@ from dse.spec.types import (
     AreaPerByte,
     AreaPerRate,
     Bandwidth,
+    Bytes,
+    Cost,
+    CostOrZero,
+    CostPerArea,
+    CostPerByte,
     EnergyPerByte,
     EnergyPerOp,
     Frequency,
     Length,
+    PerArea,
     PowerDensity,
     Spec,
 )
@@ -198,6 +204,92 @@ class Energy(Spec):
     static: StaticPower
 
 
+class Wafer(Documented):
+    """What a wafer of this node costs and how many good dies it gives (dse.model.cost)."""
+
+    price: Cost
+    """Foundry sale price of one processed wafer, USD (an estimate with its date)."""
+    diameter: Length = 300.0
+    """Wafer diameter, mm."""
+    edge_exclusion: Length
+    """Ring at the wafer's edge where no die is good, mm."""
+    defect_density: PerArea
+    """Killer defects per area (written "0.1 /cm2"; internally per mm^2)."""
+    clustering: float = Field(gt=0)
+    """Clustering parameter alpha of the negative-binomial yield model: small alpha, defects
+    bunch together (yield above Poisson's); alpha -> infinity is Poisson."""
+
+
+class Price(Spec):
+    """One price with its provenance."""
+
+    source: Text
+    """Where the figure comes from and its date; "estimate" where it is one."""
+
+
+class MemoryPrice(Price):
+    """A DRAM kind's price per capacity."""
+
+    per_byte: CostPerByte
+    """USD per byte (written "15 $/GB")."""
+    tall: CostPerByte | None = None
+    """HBM: the price of a taller stack (12-high), used when a stack holds more than
+    `tall_above`."""
+    tall_above: Bytes | None = None
+    """HBM: capacity per stack above which a stack is taller (e.g. 24 GiB: 8-high 24 Gbit
+    dies)."""
+
+
+class PackagePrice(Price):
+    """A packaging technology: what it costs per area and per package, how large it can be,
+    and the share of packages that survive assembly."""
+
+    per_area: CostPerArea
+    """USD per mm^2 of interposer (CoWoS) or substrate area (written "0.3 $/mm2")."""
+    fixed: CostOrZero
+    """USD per package whatever its area: organic substrate, bumping."""
+    test: CostOrZero
+    """USD per shipped package for final test, burn-in and module assembly (after the
+    assembly yield: paid once per good package)."""
+    max_area: Area
+    """Largest interposer (or substrate) the technology makes, mm^2."""
+    assembly_yield: float = Field(gt=0, le=1)
+    """Share of assembled packages that work: dies, memory and package of a failed
+    assembly are lost."""
+
+
+class Interposer(Price):
+    """The interposer-area estimate (dse.model.cost.interposer_area_mm2)."""
+
+    stack: Area
+    """Footprint of one HBM stack, mm^2."""
+    margin: float = Field(ge=1)
+    """Interposer area / (dies + stacks): spacing, keep-outs and the edge ring."""
+
+
+class Market(Spec):
+    """Prices that do not depend on the node: memory per capacity by kind, packaging by
+    technology (shipped in dse/data/cost.yaml; a node file may give its own `market:`)."""
+
+    date: Text
+    """When the prices were gathered."""
+    memory: dict[str, MemoryPrice]
+    """Keys: DRAM interface names (hbm3, hbm3e, lpddr5x, ddr5, gddr7, cxl ...)."""
+    packaging: dict[Literal["cowos-s", "cowos-l", "organic"], PackagePrice]
+    interposer: Interposer
+
+    @model_validator(mode="after")
+    def _kinds(self) -> Market:
+        unknown = [k for k in self.memory if k not in INTERFACES]
+        if unknown:
+            raise ValueError(f"unknown memory interface(s) {', '.join(unknown)}; expected "
+                             f"one of {', '.join(INTERFACES)}")
+        missing = [k for k in ("cowos-s", "cowos-l", "organic") if k not in self.packaging]
+        if missing:
+            raise ValueError(f"packaging needs {', '.join(missing)}")
+        return self
+
+
 class TechSpec(Spec):
     """A process node: area and energy constants, each with its source."""
 
@@ -214,3 +306,8 @@ class TechSpec(Spec):
     phy: PhyArea
     uncore: Uncore
     energy: Energy
+    wafer: Wafer | None = None
+    """Wafer price and yield constants; None: the node has no cost model."""
+    market: Market | None = None
+    """Memory and packaging prices; the loader fills the shipped ones (dse/data/cost.yaml)
+    where a node file gives none."""

@@ -80,14 +80,15 @@ def dies_per_wafer(die_mm2: np.ndarray, wafer: Wafer) -> np.ndarray:
 def _gamma_grid(alpha: float) -> tuple[np.ndarray, np.ndarray, float]:
     """Nodes x (lambda = x D / alpha) and weights of E[g(X)] for X ~ Gamma(alpha, 1), and
     the mass below the first node (where g = 1), on a log-spaced grid."""
+    lo = max(_X_LOW, alpha - 15.0 * math.sqrt(alpha) - 1.0)  # beyond 15 sd: no mass
     hi = alpha + 40.0 * math.sqrt(alpha) + 60.0
-    t = np.linspace(math.log(_X_LOW), math.log(hi), _QUAD)
+    t = np.linspace(math.log(lo), math.log(hi), _QUAD)
     x = np.exp(t)
     # density in log x: x^alpha e^-x / Gamma(alpha)
     w = np.exp(alpha * t - x - math.lgamma(alpha)) * (t[1] - t[0])
     w[0] *= 0.5
     w[-1] *= 0.5
-    low = math.exp(alpha * math.log(_X_LOW) - math.lgamma(alpha + 1.0))
+    low = math.exp(alpha * math.log(lo) - math.lgamma(alpha + 1.0)) if lo == _X_LOW else 0.0
     w *= (1.0 - low) / w.sum()  # the grid's mass made exact
     return x, w, low
 

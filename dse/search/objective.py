@@ -12,6 +12,7 @@ import numpy as np
 from dse.model import evaluate
 from dse.model.area import PADDING, area
 from dse.model.batch import design_batch
+from dse.model.cost import cost
 from dse.search.space import DIRECT, Goal, Job, Study
 
 # The value an infeasible design's objective is told as when its metric does not exist
@@ -41,10 +42,11 @@ class Outcome:
         return out
 
 
-def job_metric(job: Job, metric: str, metrics: dict[str, np.ndarray], area_mm2: np.ndarray
-               ) -> np.ndarray:
+def job_metric(job: Job, metric: str, metrics: dict[str, np.ndarray], area_mm2: np.ndarray,
+               cost_usd: np.ndarray | None = None) -> np.ndarray:
     """[N] one study metric of one workload from `evaluate`'s metrics (system throughput;
-    per mm2 of all chips' silicon; per watt of all chips)."""
+    per mm2 of all chips' silicon; per watt of all chips; per USD of all chips' cost to
+    make)."""
     chips = job.execution.chips
     thr = metrics[job.throughput_metric]
     if job.phase == "prefill":
@@ -57,15 +59,23 @@ def job_metric(job: Job, metric: str, metrics: dict[str, np.ndarray], area_mm2: 
         if "power_per_chip_w" not in metrics:
             return np.full_like(thr, np.nan, dtype=float)
         return thr / (metrics["power_per_chip_w"] * chips)
+    if metric == "throughput_per_dollar":  # NaN: a node without a cost model
+        if cost_usd is None:
+            return np.full_like(thr, np.nan, dtype=float)
+        return thr / (cost_usd * chips)
     return metrics[DIRECT[metric]]
 
 
 def goal_values(goal: Goal, per_job: dict[str, dict[str, np.ndarray]], area_mm2: np.ndarray,
-                baseline: dict[str, dict[str, float]]) -> np.ndarray:
-    """[N] one objective: the design's own metric, one workload's metric, or the weighted
-    geometric mean over several workloads of each relative to the base chip."""
+                baseline: dict[str, dict[str, float]], cost_usd: np.ndarray | None = None
+                ) -> np.ndarray:
+    """[N] one objective: the design's own metric (area, cost per chip), one workload's
+    metric, or the weighted geometric mean over several workloads of each relative to the
+    base chip."""
     metric = goal.spec.metric
     if not goal.jobs:
+        if metric == "cost":
+            return np.full_like(area_mm2, np.nan) if cost_usd is None else cost_usd.copy()
         return area_mm2.copy()
     if not goal.relative:
         return per_job[goal.jobs[0]][metric]
@@ -87,11 +97,21 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
     why: dict[int, list[str]] = defaultdict(list)  # only the designs that break something
     columns: dict[str, np.ndarray] = {p: np.asarray(v, dtype=float) for p, v in params.items()}
     area_mm2 = np.full(n, np.nan)
+    cost_usd: np.ndarray | None = None
     if tech is not None:
         die = area(db, tech, reticle=False)
         area_mm2 = die.total_mm2
         pad = die.components.get(PADDING, np.zeros(n))
         columns["area_per_chip_mm2"], columns["die_mm2"] = area_mm2, die.die_mm2
+        if tech.wafer is not None and tech.market is not None:
+            cost_usd = cost(db, tech, die).total_usd
+            columns["cost_per_chip_usd"] = cost_usd
+        cost_budget = study.cost_budget
+        if cost_budget is not None and cost_usd is not None:
+            constraints["cost_usd"] = cost_usd - cost_budget
+            for i in np.flatnonzero(cost_usd > cost_budget):
+                why[i].append(f"cost {cost_usd[i]:,.0f} USD exceeds the budget of "
+                              f"{cost_budget:,.0f} USD")
         budget = study.area_budget
         if budget is not None:
             constraints["area_mm2"] = area_mm2 - budget
@@ -115,8 +135,9 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
         ev = evaluate(db, job.workload, job.scenario, execution=job.execution, tech=tech,
                       reticle=False, **job.fields)
         m = ev.metrics
-        metrics = {k: job_metric(job, k, m, area_mm2) for k in
-                   ("throughput", "throughput_per_mm2", "throughput_per_watt", *DIRECT)
+        metrics = {k: job_metric(job, k, m, area_mm2, cost_usd) for k in
+                   ("throughput", "throughput_per_mm2", "throughput_per_watt",
+                    "throughput_per_dollar", *DIRECT)
                    if k not in DIRECT or DIRECT[k] in m}
         per_job[name] = metrics
         misfit += ~ev.feasible
@@ -140,7 +161,8 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
             why[i].append(f"power {power[i]:.0f} W exceeds the cap of {cons.power:.0f} W")
     base = baseline if baseline is not None else {
         j: {k: float(v[0]) for k, v in d.items()} for j, d in per_job.items()}
-    values = np.column_stack([goal_values(g, per_job, area_mm2, base) for g in study.goals])
+    values = np.column_stack([goal_values(g, per_job, area_mm2, base, cost_usd)
+                              for g in study.goals])
     for g, goal in enumerate(study.goals):
         columns[f"objective.{goal.name}"] = values[:, g]
     feasible = np.ones(n, dtype=bool)

@@ -119,6 +119,9 @@ def infeasible_reasons(study: Study, trials: pd.DataFrame) -> list[tuple[int, st
     if study.area_budget is not None and (n := int(broken("area_mm2").sum())):
         out.append((n, f"over the {study.area_budget:,.0f} mm2 area budget (the smallest "
                        f"design: {trials['area_per_chip_mm2'].min():,.0f} mm2)"))
+    if study.cost_budget is not None and (n := int(broken("cost_usd").sum())):
+        out.append((n, f"over the {study.cost_budget:,.0f} USD cost budget (the cheapest "
+                       f"design: {trials['cost_per_chip_usd'].min():,.0f} USD)"))
     if study.tech is not None and cons.reticle and (n := int(broken("reticle_mm2").sum())):
         out.append((n, f"with a die over the {study.tech.reticle:,.0f} mm2 reticle (the smallest "
                        f"die: {trials['die_mm2'].min():,.0f} mm2)"))
@@ -279,6 +282,10 @@ def resolved_study(study: Study, seed: int, trials: int, sampler: str, batch: in
         c["area"] = f"{cons.area:.12g} mm2"  # 12 digits: the unit's own rounding removed
     if cons.power is not None:
         c["power"] = f"{cons.power:.12g} W"
+    if cons.cost is not None:
+        c["cost"] = f"{cons.cost:.12g} USD"
+    if cons.cost_of is not None:
+        c["cost_of"] = _absolute(cons.cost_of, near)
     if cons.area_of is not None:
         c["area_of"] = _absolute(cons.area_of, near)
     doc["search"].update({"seed": seed, "trials": trials, "sampler": sampler, "batch": batch})

@@ -38,6 +38,7 @@ DIRECT = {"energy_per_token": "energy_per_token_j", "energy_per_sample": "energy
           "latency": "latency_s", "ttft": "ttft_s", "tpot": "tpot_s",
           "power": "power_per_chip_w"}
 METRIC_UNIT = {"throughput_per_mm2": "/mm2", "throughput_per_watt": "/W",
+               "throughput_per_dollar": "/USD", "cost": "USD",
                "energy_per_token": "J", "energy_per_sample": "J", "latency": "s", "ttft": "s",
                "tpot": "s", "power": "W", "area": "mm2"}
 
@@ -123,7 +124,8 @@ class Goal:
         if self.relative:
             return "x base"
         metric = self.spec.metric
-        if metric in ("throughput", "throughput_per_mm2", "throughput_per_watt"):
+        if metric in ("throughput", "throughput_per_mm2", "throughput_per_watt",
+                      "throughput_per_dollar"):
             return THROUGHPUT_UNIT[jobs[self.jobs[0]].kind] + METRIC_UNIT.get(metric, "")
         return METRIC_UNIT[metric]
 
@@ -141,6 +143,7 @@ class Study:
     goals: tuple[Goal, ...]
     references: tuple[tuple[str, HardwareSpec, TechSpec | None], ...]
     area_budget: float | None = None  # mm2: constraints.area, or area_of's modelled area
+    cost_budget: float | None = None  # USD per chip: constraints.cost, or cost_of's cost
 
     @property
     def directions(self) -> list[str]:
@@ -164,7 +167,8 @@ class Study:
             "goals": [(g.name, g.spec.metric, g.spec.direction, g.jobs, g.weights)
                       for g in self.goals],
             "constraints": (_digits(self.area_budget), c.reticle, c.shoreline,
-                            _digits(c.power), c.fit),
+                            _digits(c.power), c.fit)
+            + ((_digits(self.cost_budget),) if self.cost_budget is not None else ()),
         }
         text = json.dumps(keep, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -336,7 +340,15 @@ def load_study(path: str | Path) -> Study:
     budget = spec.constraints.area
     if spec.constraints.area_of is not None:
         budget = _modelled_area(data, spec.constraints.area_of, near, issues)
-    needs_area = (budget is not None or spec.constraints.shoreline
+    cost_budget = spec.constraints.cost
+    if spec.constraints.cost_of is not None:
+        cost_budget = _modelled_cost(data, spec.constraints.cost_of, near, issues)
+    needs_cost = cost_budget is not None or any(
+        g is not None and g.spec.metric in ("cost", "throughput_per_dollar") for g in goals)
+    if needs_cost and tech is not None and tech.wafer is None:
+        issues.append(issue_at(data, ("base",), "the cost constraint and objectives need the "
+                               f"cost model, and node {tech.node} gives no wafer: constants"))
+    needs_area = (needs_cost or budget is not None or spec.constraints.shoreline
                   or spec.constraints.reticle
                   or any(g is not None and g.spec.metric in ("area", "throughput_per_mm2")
                          for g in goals))
@@ -362,7 +374,27 @@ def load_study(path: str | Path) -> Study:
                  params=tuple(p for p in params if p is not None),
                  jobs={n: j for n, j in jobs.items() if j is not None},
                  goals=tuple(g for g in goals if g is not None), references=tuple(references),
-                 area_budget=budget)
+                 area_budget=budget, cost_budget=cost_budget)
+
+
+def _modelled_cost(data, ref: str, near: Path, issues: list[Issue]) -> float | None:
+    """The cost model's cost to make chip `ref` as its file gives it (USD per chip)."""
+    from dse.model.area import area
+    from dse.model.batch import design_batch
+    from dse.model.cost import cost
+
+    loc = ("constraints", "cost_of")
+    try:
+        spec, tech, why = _hardware(ref, near)
+    except SpecError as e:
+        issues.append(issue_at(data, loc, _messages(e)))
+        return None
+    if tech is None or tech.wafer is None:
+        issues.append(issue_at(data, loc, f"the cost model cannot price {spec.name}: "
+                               f"{why or f'node {tech.node} gives no wafer: constants'}"))
+        return None
+    db = design_batch(spec)
+    return float(cost(db, tech, area(db, tech)).total_usd[0])
 
 
 def _modelled_area(data, ref: str, near: Path, issues: list[Issue]) -> float | None:

@@ -12,7 +12,7 @@ from typing import Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
-from dse.spec.types import Area, Power, Spec
+from dse.spec.types import Area, Cost, Power, Spec
 from dse.spec.workload import PrecisionName
 
 Scalar = str | int | float
@@ -20,10 +20,11 @@ Sampler = Literal["nsga2", "tpe", "random", "grid", "gp"]
 SAMPLERS: tuple[str, ...] = get_args(Sampler)
 # What an objective can rank designs by. Per-workload metrics are in the workload's own
 # units (SI); `area` belongs to the design alone.
-Metric = Literal["throughput", "throughput_per_mm2", "throughput_per_watt", "energy_per_token",
-                 "energy_per_sample", "latency", "ttft", "tpot", "power", "area"]
+Metric = Literal["throughput", "throughput_per_mm2", "throughput_per_watt",
+                 "throughput_per_dollar", "energy_per_token", "energy_per_sample", "latency",
+                 "ttft", "tpot", "power", "area", "cost"]
 METRICS: tuple[str, ...] = get_args(Metric)
-DESIGN_METRICS = ("area",)
+DESIGN_METRICS = ("area", "cost")
 
 # The largest seed the samplers take (numpy's RandomState: 0 .. 2^32 - 1).
 MAX_SEED = 2**32 - 1
@@ -136,6 +137,12 @@ class Constraints(Spec):
     """Each die within the node's reticle limit."""
     shoreline: bool = True
     """The off-chip interfaces fit on the die's edge without padding the die larger."""
+    cost: Cost | None = None
+    """Cost to make one chip, USD ("3500 USD"), as the cost model counts it (dse.model.cost:
+    good dies, memory, package, assembly, test): an iso-dollar study."""
+    cost_of: str | None = None
+    """Instead of `cost`: the budget is the modelled cost of this chip (a shipped name or a
+    path)."""
     power: Power | None = None
     """Most power per chip on any workload, W (designs are already clocked to their TDP)."""
     fit: bool = True
@@ -145,6 +152,8 @@ class Constraints(Spec):
     def _one_budget(self) -> Constraints:
         if self.area is not None and self.area_of is not None:
             raise ValueError("give the area budget once: area (a quantity) or area_of (a chip)")
+        if self.cost is not None and self.cost_of is not None:
+            raise ValueError("give the cost budget once: cost (a quantity) or cost_of (a chip)")
         return self
 
 

@@ -216,3 +216,61 @@ def test_shipped_prices_all_have_sources():
         assert w is not None and "CSET" in w.source and w.price > 0
         assert 0 < w.defect_density < 0.01 and w.clustering > 0
     assert math.isclose(N4.wafer.diameter, 300.0)
+
+
+# --- studies: cost as a constraint (iso-dollar) and throughput per dollar as an objective --
+
+STUDY = """\
+name: iso-dollar
+source: test
+base: h100-sxm
+parameters:
+  compute.units: {low: 66, high: 160, step: 2}
+  memory.HBM3.stacks: {low: 2, high: 6}
+workloads:
+  decode: {workload: llama2-7b, scenario: chat-decode, batch: 16, chips: 2, tp: 2}
+objectives:
+  per_dollar: {maximize: throughput_per_dollar}
+  cost: {minimize: cost}
+constraints:
+  %s
+  reticle: true
+  shoreline: false
+"""
+
+
+def _study(tmp_path, budget):
+    from dse.search.space import load_study
+
+    path = tmp_path / "study.yaml"
+    path.write_text(STUDY % budget)
+    return load_study(path)
+
+
+def test_a_study_constrains_cost_and_ranks_throughput_per_dollar(tmp_path):
+    from dse.search.objective import evaluate_designs
+
+    study = _study(tmp_path, "cost: 3500 USD")
+    assert study.cost_budget == 3500.0
+    params = {"compute.units": np.array([66.0, 132.0, 160.0]),
+              "memory.HBM3.stacks": np.array([2.0, 5.0, 6.0])}
+    out = evaluate_designs(study, params)
+    per_chip = out.columns["cost_per_chip_usd"]
+    assert np.array_equal(out.constraints["cost_usd"], per_chip - 3500.0)
+    assert per_chip[0] < 3500 < per_chip[2]  # 160 SMs and 6 stacks: over the budget
+    assert not out.feasible[2] and "exceeds the budget of 3,500 USD" in out.reason[2]
+    thr = out.per_job["decode"]["throughput"]
+    assert out.values[:, 0] == pytest.approx(thr / (per_chip * 2))
+    assert np.array_equal(out.values[:, 1], per_chip)
+
+
+def test_cost_of_a_chip_is_its_modelled_cost(tmp_path):
+    study = _study(tmp_path, "cost_of: h100-sxm")
+    assert study.cost_budget == pytest.approx(float(chip_cost("h100-sxm").total_usd[0]))
+
+
+def test_the_cost_budget_is_given_once(tmp_path):
+    from dse.errors import SpecError
+
+    with pytest.raises(SpecError, match="give the cost budget once"):
+        _study(tmp_path, "cost: 3500 USD\n  cost_of: h100-sxm")

@@ -203,7 +203,9 @@ def cost(db: DesignBatch, tech: TechSpec, die: AreaResult) -> CostResult:
     test = np.select([tech_name == "organic", tech_name == "cowos-s"], [o_.test, s_.test],
                      l_.test)
     before = sum(comp.values(), np.zeros(n))
-    comp["assembly loss"] = before * (1.0 / ay - 1.0)
+    loss = np.full(n, np.inf)  # a die no wafer yields: infinite cost, whatever the yield
+    np.multiply(before, 1.0 / ay - 1.0, out=loss, where=np.isfinite(before))
+    comp["assembly loss"] = loss
     comp["test and assembly"] = test
     total = before + comp["assembly loss"] + test
     fits = area <= limit

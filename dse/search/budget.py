@@ -81,6 +81,20 @@ class Smallest:
     base_die_mm2: float
     base_padding_mm2: float
     base_edge_mm: float
+    cost_usd: float = float("nan")  # the cheapest corner's cost to make (NaN: no cost model)
+    cost_values: dict[str, float] | None = None  # the cheapest corner
+    base_cost_usd: float = float("nan")
+
+
+def _cost(study: Study, params: dict[str, np.ndarray] | None) -> np.ndarray | None:
+    """[M] cost to make of the designs (None: the node has no cost model)."""
+    from dse.model.cost import cost
+
+    tech = study.tech
+    if tech is None or tech.wafer is None or tech.market is None:
+        return None
+    db = design_batch(study.hardware, params or None)
+    return cost(db, tech, area(db, tech)).total_usd
 
 
 def smallest(study: Study) -> Smallest | None:
@@ -92,11 +106,22 @@ def smallest(study: Study) -> Smallest | None:
         base = area(design_batch(study.hardware), study.tech)
         designs = _corner_designs(study) if study.params else {}
         res = area(design_batch(study.hardware, designs or None), study.tech)
+        corners = _cost(study, designs)  # cost grows with silicon and memory like area
+        base_cost = _cost(study, None)
+        cheap_values: dict[str, float] | None = None
+        if corners is not None and 2**len(study.params) <= MAX_CORNERS:
+            j = int(np.argmin(corners))
+            cheap_values = {k: float(v[j]) for k, v in designs.items()}
         if 2**len(study.params) > MAX_CORNERS:  # one parameter at a time: pick each end
             lower = res.total_mm2[1:] < res.total_mm2[0]
             designs = {p.path: np.array([_ends(p)[int(lower[j])]])
                        for j, p in enumerate(study.params)}
             res = area(design_batch(study.hardware, designs), study.tech)
+            if corners is not None:
+                cheaper = corners[1:] < corners[0]
+                cheap_values = {p.path: float(_ends(p)[int(cheaper[j])])
+                                for j, p in enumerate(study.params)}
+                corners = _cost(study, {k: np.array([v]) for k, v in cheap_values.items()})
     except DseError:
         return None
     i = int(np.argmin(res.total_mm2))
@@ -106,7 +131,11 @@ def smallest(study: Study) -> Smallest | None:
                     edge_area_mm2=float(edge_area.min()),
                     base_area_mm2=float(base.total_mm2[0]), base_die_mm2=float(base.die_mm2[0]),
                     base_padding_mm2=float(base.components.get(PADDING, np.zeros(1))[0]),
-                    base_edge_mm=float(base.edge_needed_mm[0]))
+                    base_edge_mm=float(base.edge_needed_mm[0]),
+                    cost_usd=float(corners.min()) if corners is not None else float("nan"),
+                    cost_values=cheap_values,
+                    base_cost_usd=float(base_cost[0]) if base_cost is not None
+                    else float("nan"))
 
 
 def _edge_area(res: AreaResult) -> np.ndarray:
@@ -145,6 +174,23 @@ def findings(study: Study, power: bool = True) -> list[Finding]:
             out.append(Finding(key, f"the base {base} needs {s.base_area_mm2:,.0f} mm2, over "
                                f"{what}; designs from the parameters' ranges reach down to "
                                f"{s.area_mm2:,.0f} mm2, so only some derived designs can "
+                               "meet it", False))
+    if s is not None and study.cost_budget is not None and np.isfinite(s.cost_usd):
+        key = ("constraints", "cost_of" if cons.cost_of is not None else "cost")
+        budget = study.cost_budget
+        what = f"the {budget:,.0f} USD cost budget" + (
+            f" (the modelled cost of {cons.cost_of})" if cons.cost_of is not None else "")
+        if s.cost_usd > budget:
+            ranged = (f"the cheapest design the parameters' ranges allow "
+                      f"({_described(study, s.cost_values or {})})"
+                      if study.params and s.cost_values else "every design")
+            out.append(Finding(key, f"no design can meet {what}: {ranged} costs "
+                               f"{s.cost_usd:,.0f} USD to make; the base {base} "
+                               f"{s.base_cost_usd:,.0f} USD", True))
+        elif s.base_cost_usd > budget:
+            out.append(Finding(key, f"the base {base} costs {s.base_cost_usd:,.0f} USD to make, "
+                               f"over {what}; designs from the parameters' ranges reach down "
+                               f"to {s.cost_usd:,.0f} USD, so only some derived designs can "
                                "meet it", False))
     if s is not None and cons.reticle:
         assert study.tech is not None

@@ -108,7 +108,8 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
             columns["cost_per_chip_usd"] = cost_usd
         cost_budget = study.cost_budget
         if cost_budget is not None and cost_usd is not None:
-            constraints["cost_usd"] = cost_usd - cost_budget
+            # finite for the sampler: a die no wafer yields costs inf
+            constraints["cost_usd"] = np.minimum(cost_usd - cost_budget, WORST_MINIMIZED)
             for i in np.flatnonzero(cost_usd > cost_budget):
                 why[i].append(f"cost {cost_usd[i]:,.0f} USD exceeds the budget of "
                               f"{cost_budget:,.0f} USD")

@@ -215,9 +215,18 @@ class Wafer(Documented):
     """Ring at the wafer's edge where no die is good, mm."""
     defect_density: PerArea
     """Killer defects per area (written "0.1 /cm2"; internally per mm^2)."""
-    clustering: float = Field(gt=0)
+    clustering: float = Field(ge=0.05, le=1000)
     """Clustering parameter alpha of the negative-binomial yield model: small alpha, defects
-    bunch together (yield above Poisson's); alpha -> infinity is Poisson."""
+    bunch together (yield above Poisson's); large alpha approaches Poisson. Published fits
+    lie between 0.3 and 5 (Cunningham 1990); 0.05-1000 is accepted."""
+
+    @model_validator(mode="after")
+    def _usable(self) -> Wafer:
+        if 2 * self.edge_exclusion >= self.diameter:
+            raise ValueError(f"edge_exclusion ({self.edge_exclusion:g} mm) leaves no usable "
+                             f"wafer: it must be below half the diameter "
+                             f"({self.diameter / 2:g} mm)")
+        return self
 
 
 class Price(Spec):
@@ -238,6 +247,13 @@ class MemoryPrice(Price):
     tall_above: Bytes | None = None
     """HBM: capacity per stack above which a stack is taller (e.g. 24 GiB: 8-high 24 Gbit
     dies)."""
+
+    @model_validator(mode="after")
+    def _both(self) -> MemoryPrice:
+        if (self.tall is None) != (self.tall_above is None):
+            raise ValueError("tall and tall_above go together: the taller stack's price and "
+                             "the capacity per stack above which it applies")
+        return self
 
 
 class PackagePrice(Price):

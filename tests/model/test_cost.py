@@ -274,3 +274,15 @@ def test_the_cost_budget_is_given_once(tmp_path):
 
     with pytest.raises(SpecError, match="give the cost budget once"):
         _study(tmp_path, "cost: 3500 USD\n  cost_of: h100-sxm")
+
+
+def test_a_cost_budget_no_design_can_meet_is_refused_before_any_trial(tmp_path):
+    from dse.search.budget import findings
+
+    study = _study(tmp_path, "cost: 1500 USD")
+    (f,) = [f for f in findings(study, power=False) if f.key[-1] == "cost"]
+    assert f.fatal and "no design can meet the 1,500 USD cost budget" in f.message
+    assert "compute.units 66" in f.message and "memory.HBM3.stacks 2" in f.message
+    study = _study(tmp_path, "cost: 3000 USD")  # the base (~3,100 USD) is over it
+    (f,) = [f for f in findings(study, power=False) if f.key[-1] == "cost"]
+    assert not f.fatal and "the base h100-sxm costs" in f.message

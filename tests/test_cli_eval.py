@@ -70,7 +70,8 @@ def test_json_follows_the_schema():
                                    "achieved_flop_per_s", "tokens_per_s_per_chip",
                                    "power_per_chip_w", "clock_hz", "energy_per_token_j",
                                    "energy_per_sample_j", "energy_per_step_j",
-                                   "area_per_chip_mm2", "memory_per_chip_bytes"}
+                                   "area_per_chip_mm2", "cost_per_chip_usd", "cost_usd",
+                                   "memory_per_chip_bytes"}
     assert doc["metrics"]["ttft_s"] is None and doc["metrics"]["samples_per_s"] is None
     # Power and energy per token come with the spec's process node (n4).
     m = doc["metrics"]

@@ -71,7 +71,7 @@ def test_hardware_files(case: Case, scenario: tuple[str, list[str]], show: bool)
                        (source, workload))
         if show:
             assert_promise(dse("show", path, "--format", "json"), json_out=True)
-            assert_promise(dse("area", path, "--format", "json"), json_out=True)
+            assert_promise(dse("area", path, "--format", "json", "--cost"), json_out=True)
 
 
 # U1 of round 3 (model branch): a training scenario at a weight-only inference precision,

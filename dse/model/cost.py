@@ -111,7 +111,7 @@ def harvest_yield(critical_mm2: np.ndarray, unit_mm2: np.ndarray, built: np.ndar
         k = spare[:, None]
         tail = np.where(k >= n, 1.0, betainc(np.maximum(n - k, 1.0), k + 1.0, 1.0 - q))
         good = np.exp(-lam * crit) * np.clip(tail, 0.0, 1.0)
-    return good @ w + low
+    return (good * w).sum(axis=1) + low  # row by row: a design costs the same in any batch
 
 
 def interposer_area_mm2(dies_mm2: np.ndarray, stacks: np.ndarray, market: Market

@@ -182,6 +182,7 @@ METRIC_WORDS: dict[str, tuple[str, units.Kind | str]] = {
     "sequences": ("sequences per replica", ""),
     "area_per_chip_mm2": ("area per chip", units.AREA),
     "die_mm2": ("area per die", units.AREA),
+    "cost_per_chip_usd": ("cost to make per chip", units.COST),
     "micro_batch": ("micro-batch", ""),
     "microbatches": ("micro-batches per step", ""),
     "virtual_stages": ("virtual pipeline stages", ""),
@@ -194,10 +195,12 @@ CONSTRAINT_WORDS: dict[str, tuple[str, units.Kind | str]] = {
     "shoreline_mm2": ("padding for the die edge", units.AREA),
     "unfit_workloads": ("workloads that do not run", ""),
     "power_w": ("power over the cap", units.POWER),
+    "cost_usd": ("cost over the budget", units.COST),
 }
 # An objective's unit text (`Goal.unit`) that is a kind with prefixes.
 _UNIT_KINDS: dict[str, units.Kind] = {"FLOP/s": units.FLOP_RATE, "J": units.ENERGY,
-                                      "s": units.TIME, "W": units.POWER, "mm2": units.AREA}
+                                      "s": units.TIME, "W": units.POWER, "mm2": units.AREA,
+                                      "USD": units.COST}
 # The budget a quantity is held to, by its unit.
 _BUDGET_OF_KIND = {units.AREA.suffix: "area", units.POWER.suffix: "power"}
 

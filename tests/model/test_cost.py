@@ -285,3 +285,18 @@ def test_a_cost_budget_no_design_can_meet_is_refused_before_any_trial(tmp_path):
     study = _study(tmp_path, "cost: 3000 USD")  # the base (~3,100 USD) is over it
     (f,) = [f for f in findings(study, power=False) if f.key[-1] == "cost"]
     assert not f.fatal and "the base h100-sxm costs" in f.message
+
+
+def test_dse_area_cost_on_a_node_without_wafer_constants_is_a_clear_error(tmp_path):
+    from pathlib import Path
+
+    shipped = (Path(__file__).parents[2] / "hwspecs" / "tech" / "n4.yaml").read_text()
+    (tmp_path / "tech").mkdir()
+    (tmp_path / "tech" / "n4.yaml").write_text(shipped[:shipped.index("\nwafer:")] + "\n")
+    (tmp_path / "chip.yaml").write_text("base: h100-sxm\nsource: test\n")
+    out = CliRunner().invoke(app, ["area", str(tmp_path / "chip.yaml"), "--cost"])
+    assert out.exit_code == 2
+    assert "technology.node n4: the node file gives no wafer:" in out.output
+    assert "Traceback" not in out.output
+    plain = CliRunner().invoke(app, ["area", str(tmp_path / "chip.yaml")])
+    assert plain.exit_code == 0  # the area alone needs no prices

@@ -189,19 +189,16 @@ def cost(db: DesignBatch, tech: TechSpec, die: AreaResult) -> CostResult:
     comp.update({k: cap * per_byte for k, (cap, per_byte) in mem.items()})
     hbm = stacks > 0
     area = interposer_area_mm2(die.total_mm2, stacks, market)
-    s_, l_, o_ = (market.packaging[k] for k in ("cowos-s", "cowos-l", "organic"))
-    tech_name = np.where(~hbm, "organic", np.where(area <= s_.max_area, "cowos-s", "cowos-l"))
-    per_area = np.select([tech_name == "organic", tech_name == "cowos-s"],
-                         [o_.per_area, s_.per_area], l_.per_area)
-    fixed = np.select([tech_name == "organic", tech_name == "cowos-s"], [o_.fixed, s_.fixed],
-                      l_.fixed)
-    limit = np.select([tech_name == "organic", tech_name == "cowos-s"],
-                      [o_.max_area, s_.max_area], l_.max_area)
-    ay = np.select([tech_name == "organic", tech_name == "cowos-s"],
-                   [o_.assembly_yield, s_.assembly_yield], l_.assembly_yield)
-    comp["package"] = area * per_area + fixed
-    test = np.select([tech_name == "organic", tech_name == "cowos-s"], [o_.test, s_.test],
-                     l_.test)
+    techs = ("organic", "cowos-s", "cowos-l")  # no HBM; HBM up to CoWoS-S's limit; beyond
+    which = np.where(~hbm, 0, np.where(area <= market.packaging["cowos-s"].max_area, 1, 2))
+
+    def pick(field: str) -> np.ndarray:
+        """[N] one packaging constant of each design's technology."""
+        return np.array([getattr(market.packaging[t], field) for t in techs])[which]
+
+    tech_name = np.array(techs, dtype=object)[which]
+    ay, limit, test = pick("assembly_yield"), pick("max_area"), pick("test")
+    comp["package"] = area * pick("per_area") + pick("fixed")
     before = sum(comp.values(), np.zeros(n))
     loss = np.full(n, np.inf)  # a die no wafer yields: infinite cost, whatever the yield
     np.multiply(before, 1.0 / ay - 1.0, out=loss, where=np.isfinite(before))
@@ -216,5 +213,5 @@ def cost(db: DesignBatch, tech: TechSpec, die: AreaResult) -> CostResult:
     return CostResult(hardware=spec.name, node=tech.node, components=comp, total_usd=total,
                       die_mm2=one, dies=dies, dies_per_wafer=dpw, die_yield=y,
                       good_die_usd=good, wafer_usd=wafer.price,
-                      package=tech_name.astype(object), interposer_mm2=area,
+                      package=tech_name, interposer_mm2=area,
                       assembly_yield=ay, feasible=fits, reason=reason, memory=mem)

@@ -437,11 +437,13 @@ def area(
     plot: Annotated[Path | None, typer.Option(help="Write a stacked bar of the breakdowns "
                                                    "(chips side by side) to this image.")]
     = None,
-    reticle: Annotated[bool, typer.Option(help="Treat a die above the reticle as "
-                                               "infeasible.")] = False,
+    reticle: Annotated[bool, typer.Option(help="Treat a die above the reticle, HBM stacks "
+                                               "beyond their die edges or an interposer "
+                                               "beyond its packaging as infeasible.")] = False,
 ) -> None:
     """Die area from the process-node constants: breakdown by component, the die edge the
-    off-chip interfaces need, and the error against the published area."""
+    off-chip interfaces need, the package geometry, and the error against the published
+    area."""
     from dse.model.area import area as die_area
     from dse.model.batch import design_batch
     from dse.report import area_view
@@ -457,7 +459,7 @@ def area(
     for ref in hardware:
         spec, tech = hardware_with_technology(ref)
         docs.append(area_view.area_document(die_area(design_batch(spec), tech,
-                                                     reticle=reticle)))
+                                                     reticle=reticle, package=reticle)))
     if plot is not None:
         area_view.draw(docs, plot)
     if fmt is Format.json:

@@ -3,9 +3,12 @@ stacks beside one H100-sized die infeasible with the edge named and feasible on 
 that pay for their link, the interposer against its packaging technology, the reticle
 message naming the area compared, and a derived design priced exactly as its base."""
 
+import json
+
 import numpy as np
 import pytest
 
+from dse.errors import SpecError
 from dse.model.area import area
 from dse.model.batch import design_batch
 from dse.model.package import (
@@ -188,3 +191,31 @@ def test_study_constraints_name_the_edge():
     # of padding); the per-edge rule does not.
     assert out.constraints["hbm_stacks_over_edges"][1] > 0
     assert not out.feasible[1] and "8 HBM3 stacks on 1 die need 4 per long edge" in out.reason[1]
+
+
+def test_in_plane_beyond_dies_refused_at_load(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("base: h100-sxm\nsource: t\ntechnology:\n  node: n4\n"
+                 "  package: {in_plane: 3}\n")
+    with pytest.raises(SpecError, match=r"technology.package.in_plane: 3 dies in plane "
+                                        r"exceed the package's 1"):
+        load_design(p)
+
+
+def test_dse_area_shows_the_geometry():
+    from typer.testing import CliRunner
+
+    from dse.cli import app
+
+    r = CliRunner().invoke(app, ["area", "h100-sxm", "b200", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    h100, b200 = json.loads(r.output)
+    pk = h100["package"]
+    assert pk["hbm_stacks_per_edge_needed"] == 3 and pk["hbm_stacks_per_long_edge"] == 3
+    assert pk["packaging"] == "cowos-s" and pk["interposer_limit_mm2"] == pytest.approx(2700)
+    assert pk["interposer_mm2"] == pytest.approx(2044, abs=5)
+    assert b200["package"]["die_to_die_joints"] == 1 and b200["package"]["feasible"]
+    assert b200["components"]["die-to-die PHY"] == pytest.approx(2 * 20 * 0.39)
+    r = CliRunner().invoke(app, ["area", "h100-sxm"])
+    assert "HBM stacks per edge needed / held" in r.output
+    assert "interposer / limit (cowos-s)" in r.output

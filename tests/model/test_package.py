@@ -219,3 +219,22 @@ def test_dse_area_shows_the_geometry():
     r = CliRunner().invoke(app, ["area", "h100-sxm"])
     assert "HBM stacks per edge needed / held" in r.output
     assert "interposer / limit (cowos-s)" in r.output
+
+
+def test_summary_counts_the_package_constraints():
+    import pandas as pd
+
+    from dse.search.outputs import infeasible_reasons
+
+    study = load_study("studies/middle-ground.yaml")
+    trials = pd.DataFrame({
+        "number": [0, 1], "state": ["COMPLETE", "COMPLETE"], "feasible": [True, False],
+        "area_per_chip_mm2": [700.0, 740.0], "die_mm2": [700.0, 740.0],
+        "interposer_mm2": [2000.0, 2800.0], "reason": ["", "x"],
+        "constraint.hbm_stacks_over_edges": [-1.0, 2.0],
+        "constraint.interposer_mm2": [-700.0, 100.0]})
+    got = dict((why, n) for n, why in infeasible_reasons(study, trials))
+    assert got["with more HBM stacks than the die edges the package rules give them hold "
+               "(dse.model.package)"] == 1
+    assert got["with an interposer over its packaging technology's limit (the smallest "
+               "interposer: 2,000 mm2)"] == 1

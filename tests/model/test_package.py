@@ -238,3 +238,11 @@ def test_summary_counts_the_package_constraints():
                "(dse.model.package)"] == 1
     assert got["with an interposer over its packaging technology's limit (the smallest "
                "interposer: 2,000 mm2)"] == 1
+
+
+def test_package_rules_are_one_value_per_batch():
+    from dse.errors import DseError
+
+    with pytest.raises(DseError, match=r"technology\.package\.hbm_edges: the model reads "
+                                       r"one value of this field for every design"):
+        design_batch(load_hardware("middle-ground"), {"technology.package.hbm_edges": 4})

@@ -437,15 +437,16 @@ def area(
     plot: Annotated[Path | None, typer.Option(help="Write a stacked bar of the breakdowns "
                                                    "(chips side by side) to this image.")]
     = None,
-    reticle: Annotated[bool, typer.Option(help="Treat a die above the reticle as "
-                                               "infeasible.")] = False,
+    reticle: Annotated[bool, typer.Option(help="Treat a die above the reticle, HBM stacks "
+                                               "beyond their die edges or an interposer "
+                                               "beyond its packaging as infeasible.")] = False,
     cost: Annotated[bool, typer.Option("--cost", help="Also the cost to make one chip: "
                                        "good dies (wafer price, dies per wafer, yield with "
                                        "harvesting), memory, package, assembly.")] = False,
 ) -> None:
     """Die area from the process-node constants: breakdown by component, the die edge the
-    off-chip interfaces need, and the error against the published area; with --cost, the
-    cost to make one chip from the same area."""
+    off-chip interfaces need, the package geometry, and the error against the published
+    area; with --cost, the cost to make one chip from the same area."""
     from dse.model.area import area as die_area
     from dse.model.batch import design_batch
     from dse.model.cost import cost as chip_cost
@@ -462,7 +463,7 @@ def area(
     for ref in hardware:
         spec, tech = hardware_with_technology(ref)
         db = design_batch(spec)
-        res = die_area(db, tech, reticle=reticle)
+        res = die_area(db, tech, reticle=reticle, package=reticle)
         doc = area_view.area_document(res)
         if cost:
             doc["cost"] = area_view.cost_document(chip_cost(db, tech, res))

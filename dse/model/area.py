@@ -30,6 +30,7 @@ import numpy as np
 
 from dse.errors import DseError
 from dse.model.batch import DesignBatch
+from dse.model.package import Geometry, d2d_joints, geometry
 from dse.spec.fixed_costs import spares
 from dse.spec.hardware import CHANNEL_INTERFACES, HBM_INTERFACES, interface_family
 from dse.spec.technology import ComputeArea, Phy, TechSpec
@@ -52,6 +53,7 @@ class AreaResult:
     feasible: np.ndarray  # [N] bool
     reason: np.ndarray  # [N] str ("" when feasible)
     published_mm2: float | None  # the spec's published die area (all dies), if any
+    geometry: Geometry | None = None  # package geometry (the node's `package:` rules)
 
     @property
     def rel_error(self) -> np.ndarray | None:
@@ -79,9 +81,12 @@ def _lanes(bandwidth: np.ndarray, phy: Phy) -> np.ndarray:
     return np.ceil(bandwidth / phy.rate - 1e-9)
 
 
-def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False) -> AreaResult:
+def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False,
+         package: bool = False) -> AreaResult:
     """Die area of every design of `db` with the constants of `tech`. `reticle`: designs
-    whose dies exceed the reticle are infeasible (a constraint a study turns on)."""
+    whose dies exceed the reticle are infeasible (a constraint a study turns on).
+    `package`: so are designs whose HBM stacks do not fit the die edges the package rules
+    give them or whose interposer exceeds its packaging technology (dse.model.package)."""
     spec, n = db.spec, db.n
     style = spec.compute.style
     if style is None:
@@ -165,6 +170,24 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False) -> AreaResul
     for name, count, phy in phys:
         comp[name] = comp.get(name, 0.0) + count * phy.area
         edge = edge + count * phy.edge
+    pk = spec.technology.package if spec.technology else None
+    rules = tech.package
+    hbm_sites = np.zeros(n)
+    hbm_iface = None
+    for i, level in enumerate(spec.memory):
+        if level.kind == "dram" and level.interface in HBM_INTERFACES:
+            hbm_sites = hbm_sites + db.stacks[:, i] * f_level.get(level.name, {}).get(
+                "stacks", 1.0)
+            hbm_iface = hbm_iface or level.interface
+    hbm_sites = np.ceil(hbm_sites - 1e-9)  # sites as built: a spare fraction rounds up
+    plane = np.full(n, float(pk.in_plane)) if pk and pk.in_plane else db.dies
+    if rules is not None and np.any(plane > 1):
+        # Each joint between dies carries a die-to-die PHY on both dies (dse.model.package).
+        bw = pk.d2d_bandwidth if pk and pk.d2d_bandwidth else rules.d2d.bandwidth
+        modules = np.ceil(bw / rules.d2d.rate - 1e-9)
+        joints = d2d_joints(plane)
+        comp["die-to-die PHY"] = 2.0 * joints * modules * rules.d2d.area
+        edge = edge + 2.0 * joints * modules * rules.d2d.edge
 
     rest = sum(comp.values(), np.zeros(n))
     f, fixed = tech.uncore.fraction, tech.uncore.fixed or 0.0
@@ -184,12 +207,32 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False) -> AreaResul
     big = (die > tech.reticle) if reticle else np.zeros(n, dtype=bool)
     reason = np.full(n, "", dtype=object)
     for i in np.flatnonzero(big):
-        why = (f" (pad-limited: its off-chip interfaces need {edge[i]:.0f} mm of die edge)"
-               if pad[i] > 0 else "")
-        reason[i] = (f"a die of {die[i]:.0f} mm2{why} exceeds the {tech.reticle:.0f} mm2 "
-                     "reticle")
+        reason[i] = reticle_reason(die[i], tech.reticle, edge[i] if pad[i] > 0 else None)
+    geo = None
+    if rules is not None:
+        geo = geometry(total / plane, plane, hbm_sites, rules, interface=hbm_iface,
+                       aspect=pk.aspect_ratio if pk else None,
+                       hbm_edges=pk.hbm_edges if pk else None,
+                       packaging=pk.packaging if pk else None,
+                       d2d_bandwidth=pk.d2d_bandwidth if pk else None)
+    feasible = ~big
+    if package and geo is not None:
+        for i in np.flatnonzero(~geo.feasible):
+            reason[i] = "; ".join(w for w in (str(reason[i]), str(geo.reason[i])) if w)
+        feasible = feasible & geo.feasible
     published = spec.technology.die_area if spec.technology else None
     return AreaResult(hardware=spec.name, node=tech.node, components=comp, total_mm2=total,
                       edge_needed_mm=edge, perimeter_mm=perimeter, die_mm2=die,
-                      feasible=~big, reason=reason, published_mm2=published)
+                      feasible=feasible, reason=reason, published_mm2=published,
+                      geometry=geo)
 
+
+def reticle_reason(die_mm2: float, reticle_mm2: float, padded_edge_mm: float | None = None
+                   ) -> str:
+    """Why a die exceeds the reticle, naming the area compared: the die as the model builds
+    it (spares and edge padding included; it reads ~7% below published dies), the same
+    area the area budget counts."""
+    pad = (f"; pad-limited: its off-chip interfaces need {padded_edge_mm:.0f} mm of die edge"
+           if padded_edge_mm is not None else "")
+    return (f"a die of {die_mm2:.0f} mm2 (modelled, with spares{pad}) exceeds the "
+            f"{reticle_mm2:.0f} mm2 reticle")

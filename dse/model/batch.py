@@ -113,7 +113,7 @@ class DesignBatch:
 
 
 # Fields the models read as one value for every design; a study cannot vary them yet.
-_FIXED = ("technology.as_built.",)
+_FIXED = ("technology.as_built.", "technology.package.")
 
 
 class _Values:

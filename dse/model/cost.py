@@ -117,8 +117,9 @@ def harvest_yield(critical_mm2: np.ndarray, unit_mm2: np.ndarray, built: np.ndar
 def interposer_area_mm2(dies_mm2: np.ndarray, stacks: np.ndarray, market: Market
                         ) -> np.ndarray:
     """[N] interposer (or substrate) area: (all dies + HBM stacks x stack footprint) x
-    margin. A placeholder estimate: the package-geometry model (dse.model.package) replaces
-    it with dies and stacks placed along edges with their keep-outs."""
+    margin. The estimate for a node without package rules; where the node has them, the
+    package geometry (dse.model.package.interposer_area_mm2) lays dies and stacks out
+    along their edges with their keep-outs, and the cost uses that."""
     return (dies_mm2 + stacks * market.interposer.stack) * market.interposer.margin
 
 
@@ -188,7 +189,10 @@ def cost(db: DesignBatch, tech: TechSpec, die: AreaResult) -> CostResult:
     mem, stacks = _memory(db, market)
     comp.update({k: cap * per_byte for k, (cap, per_byte) in mem.items()})
     hbm = stacks > 0
-    area = interposer_area_mm2(die.total_mm2, stacks, market)
+    # the package geometry's interposer (dies and stacks laid out along their edges) where
+    # the node gives package rules; else the footprint estimate
+    area = (die.geometry.interposer_mm2 if die.geometry is not None
+            else interposer_area_mm2(die.total_mm2, stacks, market))
     techs = ("organic", "cowos-s", "cowos-l")  # no HBM; HBM up to CoWoS-S's limit; beyond
     which = np.where(~hbm, 0, np.where(area <= market.packaging["cowos-s"].max_area, 1, 2))
 

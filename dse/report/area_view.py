@@ -24,6 +24,27 @@ def area_document(res: AreaResult, i: int = 0) -> dict[str, Any]:
         "perimeter_mm": float(res.perimeter_mm[i]),
         "feasible": bool(res.feasible[i]),
         "reason": str(res.reason[i]) or None,
+        "package": _package(res, i),
+    }
+
+
+def _package(res: AreaResult, i: int) -> dict[str, Any] | None:
+    """The package geometry of design i (dse.model.package), None without the node's rules."""
+    g = res.geometry
+    if g is None:
+        return None
+    return {
+        "die_long_mm": float(g.long_mm[i]), "die_short_mm": float(g.short_mm[i]),
+        "hbm_edges_per_die": float(g.hbm_edges[i]),
+        "hbm_stacks_per_edge_needed": float(g.per_edge_needed[i]),
+        "hbm_stacks_per_long_edge": float(g.per_long_edge[i]),
+        "hbm_stacks_per_short_edge": float(g.per_short_edge[i]),
+        "die_to_die_joints": float(g.d2d_joints[i]),
+        "interposer_mm2": float(g.interposer_mm2[i]),
+        "interposer_limit_mm2": float(g.interposer_limit_mm2[i]),
+        "packaging": str(g.packaging[i]),
+        "feasible": bool(g.feasible[i]),
+        "reason": str(g.reason[i]) or None,
     }
 
 
@@ -94,8 +115,25 @@ def area_tables(docs: list[dict[str, Any]]) -> Any:
             t.add_row("error", f"{doc['rel_error']:+.1%}", "")
         t.add_row("die edge needed / available",
                   f"{doc['edge_needed_mm']:.0f} / {doc['perimeter_mm']:.0f} mm", "")
+        pk = doc.get("package")
+        if pk is not None:
+            t.add_row("die (long x short)",
+                      f"{pk['die_long_mm']:.1f} x {pk['die_short_mm']:.1f} mm", "")
+            if pk["hbm_stacks_per_edge_needed"] > 0:
+                t.add_row("HBM stacks per edge needed / held",
+                          f"{pk['hbm_stacks_per_edge_needed']:.0f} / "
+                          f"{pk['hbm_stacks_per_long_edge']:.0f} (long), "
+                          f"{pk['hbm_stacks_per_short_edge']:.0f} (short)",
+                          f"{pk['hbm_edges_per_die']:.0f} edges")
+            if pk["die_to_die_joints"] > 0:
+                t.add_row("die-to-die joints", f"{pk['die_to_die_joints']:.0f}", "")
+            t.add_row(f"interposer / limit ({pk['packaging']})",
+                      f"{pk['interposer_mm2']:,.0f} / {pk['interposer_limit_mm2']:,.0f} mm2",
+                      "")
         if not doc["feasible"]:
             t.add_row("infeasible", doc["reason"], "")
+        elif pk is not None and not pk["feasible"]:
+            t.add_row("package infeasible", pk["reason"], "")
         out.append(t)
         if doc.get("cost") is not None:
             out.append(_cost_table(doc))
@@ -103,7 +141,7 @@ def area_tables(docs: list[dict[str, Any]]) -> Any:
 
 
 CATEGORIES = ("compute", "unit control", "vector units", "SRAM", "cache", "DRAM PHY",
-              "chip-to-chip PHY", "host PHY", "uncore", "edge padding")
+              "chip-to-chip PHY", "host PHY", "die-to-die PHY", "uncore", "edge padding")
 
 
 def _categories(components: dict[str, float]) -> dict[str, float]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.model import evaluate
-from dse.model.area import PADDING, area
+from dse.model.area import PADDING, area, reticle_reason
 from dse.model.batch import design_batch
 from dse.model.cost import cost
 from dse.search.space import DIRECT, Goal, Job, Study
@@ -113,22 +113,37 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
             for i in np.flatnonzero(cost_usd > cost_budget):
                 why[i].append(f"cost {cost_usd[i]:,.0f} USD exceeds the budget of "
                               f"{cost_budget:,.0f} USD")
+        if die.geometry is not None:
+            columns["interposer_mm2"] = die.geometry.interposer_mm2
         budget = study.area_budget
         if budget is not None:
             constraints["area_mm2"] = area_mm2 - budget
             for i in np.flatnonzero(area_mm2 > budget):
                 why[i].append(f"area {area_mm2[i]:.0f} mm2 exceeds the budget of "
                               f"{budget:.0f} mm2")
-        if cons.reticle:
+        geo = die.geometry
+        if cons.reticle:  # the die as modelled (spares, padding): the area the budget counts
             constraints["reticle_mm2"] = die.die_mm2 - tech.reticle
             for i in np.flatnonzero(die.die_mm2 > tech.reticle):
-                why[i].append(f"a die of {die.die_mm2[i]:.0f} mm2 exceeds the "
-                              f"{tech.reticle:.0f} mm2 reticle")
+                why[i].append(reticle_reason(die.die_mm2[i], tech.reticle))
+            if geo is not None:  # the interposer within its packaging technology
+                constraints["interposer_mm2"] = np.where(
+                    geo.interposer_fits, np.minimum(
+                        geo.interposer_mm2 - geo.interposer_limit_mm2, -1.0),
+                    np.maximum(geo.interposer_mm2 - geo.interposer_limit_mm2, 1.0))
+                for i in np.flatnonzero(~geo.interposer_fits):
+                    why[i].append(str(geo.interposer_reason[i]))
         if cons.shoreline:
             constraints["shoreline_mm2"] = np.where(pad > 0, pad, -1.0)
             for i in np.flatnonzero(pad > 0):
                 why[i].append(f"the off-chip interfaces need {die.edge_needed_mm[i]:.0f} mm "
                               f"of die edge ({pad[i]:.0f} mm2 of padding)")
+            if geo is not None:  # HBM stacks per edge (package rules), beside the total edge
+                short = np.ceil(geo.per_edge_needed * geo.hbm_edges - geo.capacity)
+                constraints["hbm_stacks_over_edges"] = np.where(geo.edges_fit, -1.0,
+                                                                np.maximum(short, 1.0))
+                for i in np.flatnonzero(~geo.edges_fit):
+                    why[i].append(str(geo.edge_reason[i]))
     per_job: dict[str, dict[str, np.ndarray]] = {}
     misfit = np.zeros(n)
     power = np.full(n, -np.inf)

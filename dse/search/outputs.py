@@ -129,6 +129,14 @@ def infeasible_reasons(study: Study, trials: pd.DataFrame) -> list[tuple[int, st
         pad = bad.loc[broken("shoreline_mm2"), "constraint.shoreline_mm2"].min()
         out.append((n, "with off-chip interfaces that need more die edge than their silicon gives "
                        f"(the least padding any of them needs: {pad:,.3g} mm2)"))
+    if cons.shoreline and (n := int(broken("hbm_stacks_over_edges").sum())):
+        out.append((n, "with more HBM stacks than the die edges the package rules give them "
+                       "hold (dse.model.package)"))
+    if cons.reticle and (n := int(broken("interposer_mm2").sum())):
+        out.append((n, "with an interposer over its packaging technology's limit (the "
+                       f"smallest interposer: {trials['interposer_mm2'].min():,.0f} mm2)"
+                    if "interposer_mm2" in trials else
+                    "with an interposer over its packaging technology's limit"))
     if cons.power is not None and (n := int(broken("power_w").sum())):
         power = power_of(trials[trials["state"] == TrialState.COMPLETE.name]
                          if "state" in trials else trials)

@@ -431,6 +431,25 @@ class AsBuilt(Spec):
     """Chip-to-chip links on the die."""
 
 
+class PackageChoice(Spec):
+    """How this design is packaged, where it departs from its node's rules (hwspecs/tech/
+    <node>.yaml `package:`); see dse.model.package."""
+
+    packaging: Literal["cowos-s", "cowos-l", "organic"] | None = None
+    """Packaging technology; None: cowos-s with HBM, organic without."""
+    aspect_ratio: float | None = Field(default=None, ge=1, le=4)
+    """Long / short edge of each die; None: the node's default."""
+    hbm_edges: int | None = Field(default=None, ge=1, le=4)
+    """Die edges that may hold HBM (long edges first); None: the node's default (2)."""
+    d2d_bandwidth: Bandwidth | None = None
+    """Bandwidth between two adjacent dies (both directions); None: the node's default."""
+    in_plane: int | None = Field(default=None, gt=0)
+    """Dies side by side on the interposer, where the others are stacked on them (MI300X:
+    8 compute dies hybrid-bonded on 4 I/O dies); None: all `dies`. The die-to-die joints
+    and the layout are those of the dies in plane, each taking an equal share of the
+    modelled silicon."""
+
+
 class Technology(Spec):
     """Process technology and published physical facts, for the area and power models."""
 
@@ -444,6 +463,8 @@ class Technology(Spec):
     """Published transistor count."""
     as_built: AsBuilt | None = None
     """The die as built, where the product fuses off part of it."""
+    package: PackageChoice | None = None
+    """Package geometry choices (packaging technology, die aspect, HBM edges)."""
     same_die: bool = False
     """This design is its `base:`'s silicon (another product or bin of the same die): it
     inherits the base's die_area, transistors and as_built. Without it a derived design is

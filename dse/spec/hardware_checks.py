@@ -31,6 +31,12 @@ def hierarchy_issues(spec: HardwareSpec) -> list[tuple[tuple[str | int, ...], st
                            f"(memory[{i - 1}] '{inner.name}'); list levels innermost first"))
     if spec.technology is not None and spec.compute.style is not None:
         issues.extend(_area_needs(spec))
+    pk = spec.technology.package if spec.technology else None
+    if pk is not None and pk.in_plane is not None and spec.technology is not None \
+            and pk.in_plane > spec.technology.dies:
+        issues.append((("technology", "package", "in_plane"),
+                       f"{pk.in_plane} dies in plane exceed the package's "
+                       f"{spec.technology.dies} (technology.dies); expected at most that"))
     for what in ("matrix", "vector"):
         engine = getattr(spec.compute, what)
         for p, v in (engine.peak_per_unit.items() if engine else ()):

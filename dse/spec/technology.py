@@ -304,6 +304,67 @@ class Market(Spec):
         if missing:
             raise ValueError(f"packaging needs {', '.join(missing)}")
         return self
+# --- Package geometry (dse.model.package): die aspect, which edges hold HBM, the stacks'
+# footprints, the die-to-die interface and each packaging technology's limit. Kept in its
+# own block: cost fields for the same node files live elsewhere.
+
+PACKAGINGS = ("cowos-s", "cowos-l", "organic")
+Packaging = Literal["cowos-s", "cowos-l", "organic"]
+
+
+class StackFootprint(Spec):
+    """A DRAM stack's package outline on the interposer, mm."""
+
+    width: Length
+    """Along the die edge it faces."""
+    depth: Length
+    """Away from the die edge."""
+
+
+class DieToDie(Documented):
+    """The die-to-die interface between dies of one package (NV-HBI, Infinity Fabric AP,
+    UCIe-A class): one PHY module's rate, edge and area, and the energy of a bit across."""
+
+    rate: Bandwidth
+    """Bandwidth of one module, both directions together, B/s."""
+    edge: Length
+    """Die edge one module takes, mm."""
+    area: Area
+    """Silicon of one module (PHY, adapter), mm^2."""
+    energy: EnergyPerByte
+    """Energy per byte sent across, J/B."""
+    bandwidth: Bandwidth
+    """Default bandwidth between two adjacent dies (both directions), when the hardware
+    file does not state technology.package.d2d_bandwidth."""
+
+
+class PackagingLimit(Documented):
+    """One packaging technology: the largest interposer (or substrate) it builds, and
+    whether it can carry HBM (which needs an interposer or silicon bridges)."""
+
+    limit: Area
+    hbm: bool
+
+
+class PackageRules(Documented):
+    """Geometry rules of a package: how a die is shaped and which edges hold what."""
+
+    aspect_ratio: float = Field(ge=1, le=4)
+    """Long edge / short edge of each die (default from shipped reticle-class dies)."""
+    hbm_edges: int = Field(ge=1, le=4)
+    """Edges of a die that may hold HBM stacks, long edges first (2: the two long edges,
+    as on GH100/GA100/B200; 4: the whole perimeter, the rule before issue 24)."""
+    hbm_overhang: Length | None = None
+    """How far a row of stacks may reach past each end of the die edge it faces, mm."""
+    footprint: dict[Interface, StackFootprint]
+    """Stack outline per HBM interface (hbm2 ... hbm4)."""
+    gap: Length
+    """Keep-out between neighbouring dies and stacks on the interposer, mm."""
+    margin: Length
+    """Interposer border beyond the outermost die or stack (seal ring, edge keep-out), mm."""
+    d2d: DieToDie
+    packaging: dict[Packaging, PackagingLimit]
+    """Limits per packaging technology (cowos-s, cowos-l, organic)."""
 
 
 class TechSpec(Spec):
@@ -327,3 +388,5 @@ class TechSpec(Spec):
     market: Market | None = None
     """Memory and packaging prices; the loader fills the shipped ones (dse/data/cost.yaml)
     where a node file gives none."""
+    package: PackageRules | None = None
+    """Package geometry rules (dse.model.package); None: no geometry checks."""

@@ -353,7 +353,7 @@ def test_units_160_by_set_and_by_base_on_the_command_line(tmp_path):
     docs = [assert_promise(r, infeasible=True, json_out=True) for r in runs]
     assert all(r.code == 3 for r in runs)
     assert docs[0]["reason"] == docs[1]["reason"] == \
-        "a die of 875 mm2 exceeds the 858 mm2 reticle"
+        "a die of 875 mm2 (modelled, with spares) exceeds the 858 mm2 reticle"
 
 
 def test_spares_follow_the_rule_of_their_design(tmp_path):

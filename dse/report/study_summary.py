@@ -425,7 +425,8 @@ def robustness_console(facts: Facts) -> list[str]:
     for col, r in facts.regions.items():
         name = col.removeprefix("objective.")
         out.append(f"within the model's {r.band.value:.1%} {name} error of the best: "
-                   f"{r.designs:,} designs, {_spans(r)}")
+                   + (f"{r.designs:,} designs, {_spans(r)}" if r.designs > 1
+                      else "no other design (the model tells the best apart)"))
     if len(facts.sensitivity) > 1:
         vs = robustness.verdicts(facts.sensitivity)
         states = [[robustness.holds(f, g) for _, g in under] for f, under in vs]

@@ -521,13 +521,14 @@ def _alternative(data, name: str, alt: Alternative, main: Study,
         issues.append(issue_at(data, loc, "the alternative sets every parameter of the study: "
                                           "nothing is left to vary"))
     given = alt.constraints.model_dump(exclude_unset=True)
+    budget_given = "area" in given or "area_of" in given
     if "area" in given:
         given["area_of"] = None
-    if "area_of" in given:
+    elif "area_of" in given:
         given["area"] = None
     constraints = spec.constraints.model_copy(update=given)
     budget = main.area_budget
-    if "area" in given or "area_of" in given:
+    if budget_given:
         budget = constraints.area
         if constraints.area_of is not None:
             budget = _modelled_area(data, constraints.area_of, main.path.parent, issues,

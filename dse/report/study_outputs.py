@@ -75,6 +75,18 @@ def _plots(study: Study, t: outputs.Tables, folder: Path, title: str) -> list[Pa
     return pp.study_plots(study, t, folder, title)
 
 
+def _current(hw, path: str) -> float:
+    """A chip's value of a canonical design path (NaN where it has none: a memory level or
+    field the chip does not have)."""
+    from dse.spec import vocabulary
+
+    try:
+        v = vocabulary.current(hw, path)
+    except (StopIteration, AttributeError, TypeError, ValueError):
+        return float("nan")
+    return float("nan") if v is None else float(v)
+
+
 def facts(study: Study, t: outputs.Tables, run_line: str, extra: list[str]) -> Facts:
     """What the summary and the console say about the run, beside its tables."""
     cols = outputs.objective_columns(study)
@@ -94,12 +106,14 @@ def facts(study: Study, t: outputs.Tables, run_line: str, extra: list[str]) -> F
     for p in study.params:
         lo, hi = (p.low, p.high) if p.choices is None else (min(p.choices), max(p.choices))
         params.append((p.column, p.path, float(lo), float(hi), p.log))
+    refs = [(name, {p.column: _current(hw, p.path) for p in study.params})
+            for name, hw, _ in study.references]
     return Facts(name=study.spec.name, description=study.spec.description or "",
                  run_line=run_line, base=study.hardware.name, params=params, objectives=cols,
                  units_of=outputs.objective_units(study), directions=study.directions,
                  workloads=workloads, shown_by=shown_by, base_throughput=baseline,
                  limits=limits, infeasible=outputs.infeasible_reasons(study, t.trials),
-                 budget_mm2=study.area_budget, extra=extra)
+                 budget_mm2=study.area_budget, extra=extra, reference_params=refs)
 
 
 def _summary(study: Study, t: outputs.Tables, stored: optuna.Study | None, f: Facts) -> str:
@@ -139,7 +153,8 @@ def _base_objectives(study: Study) -> dict[str, float]:
 
 
 def _run_of(study: Study, name: str, changes: str, t: outputs.Tables,
-            band_of: dict[str, robustness.Band | None]) -> robustness.Run:
+            band_of: dict[str, robustness.Band | None],
+            anchor: dict[str, robustness.Region] | None = None) -> robustness.Run:
     """A run's best feasible design per objective and its conclusions."""
     best = {}
     front = t.pareto
@@ -150,7 +165,7 @@ def _run_of(study: Study, name: str, changes: str, t: outputs.Tables,
             best[col] = front.loc[i]
     regions = robustness.near_optimal(study, t.trials, band_of)
     found = robustness.findings(study, best, band_of, _base_objectives(study), _fmt_value,
-                                regions)
+                                regions, anchor)
     n_ok = int(t.trials["feasible"].sum()) if len(t.trials) else 0
     return robustness.Run(name, changes, len(t.trials), n_ok, best, found)
 
@@ -163,12 +178,13 @@ def _fmt_value(column: str, value: float) -> str:
 
 def _sensitivity(study: Study, t: outputs.Tables, alternatives: dict[str, Report],
                  band_of: dict[str, robustness.Band | None]) -> list[robustness.Run]:
-    runs = [_run_of(study, "as stated", "", t, band_of)]
+    anchor = robustness.near_optimal(study, t.trials, band_of)
+    runs = [_run_of(study, "as stated", "", t, band_of, anchor)]
     for name, rep in alternatives.items():
         alt = study.alternatives[name]
         changes = robustness.describe((study.spec.alternatives or {})[name])
         if rep.tables is not None:
-            runs.append(_run_of(alt, name, changes, rep.tables, band_of))
+            runs.append(_run_of(alt, name, changes, rep.tables, band_of, anchor))
     return runs
 
 

@@ -73,6 +73,8 @@ class Facts:
     regions: dict[str, robustness.Region] = field(default_factory=dict)  # objective -> region
     sensitivity: list[robustness.Run] = field(default_factory=list)  # the study, then each
     seed: int | None = None  # alternative
+    # (chip, parameter column -> its value) of each reference chip, in the study's order
+    reference_params: list[tuple[str, dict[str, float]]] = field(default_factory=list)
 
 
 def best_rows(front: pd.DataFrame, objectives: list[str], directions: list[str]
@@ -170,6 +172,34 @@ def _against(facts: Facts, row: pd.Series, references: pd.DataFrame) -> str:
     return f"{where} its throughput is {_join(parts)}"
 
 
+def _trade(facts: Facts, row: pd.Series) -> str:
+    """What the best design gives up and buys against the first reference chip other than
+    the base: each parameter's value against the chip's, with the change in percent."""
+    chips = [(c, v) for c, v in facts.reference_params if c != facts.base] \
+        or facts.reference_params
+    if not chips:
+        return ""
+    chip, theirs = chips[0]
+    more, fewer, same = [], [], []
+    for col, path, *_ in facts.params:
+        mine, other = float(row[col]), theirs.get(col, np.nan)
+        if not (np.isfinite(other) and other > 0):
+            continue
+        change = mine / other - 1
+        text = f"{path} {_fmt(col, mine)} against {_fmt(col, other)} ({change:+.0%})"
+        (more if change > 0.005 else fewer if change < -0.005 else same).append(text)
+    if not (more or fewer):
+        return ""
+    parts = []
+    if fewer:
+        parts.append(f"gives up {_join(fewer)}")
+    if more:
+        parts.append(f"buys {_join(more)}")
+    if same:
+        parts.append(f"keeps {_join(same)}")
+    return (f"Against {chip}, trial {int(row['number'])} " + "; ".join(parts) + ".")
+
+
 def _held(facts: Facts, row: pd.Series) -> list[str]:
     """The limits this design is within NEAR of, and the parameters at a range's end."""
     out = []
@@ -243,6 +273,9 @@ def answer(facts: Facts, trials: pd.DataFrame, front: pd.DataFrame,
     else:
         lead += "."
     out.append(lead)
+    trade = _trade(facts, first)
+    if trade:
+        out.append(trade)
     if len(best) > 1:
         out.append("The other ends of the front: " + "; ".join(
             f"{why}: trial {int(r['number'])} ({_design(facts, r)}): "
@@ -336,12 +369,13 @@ def _sensitivity_paragraph(facts: Facts) -> str:
         if flips:
             flipped.append(f"{f.claim} ({f.shown}) flips under " + ", ".join(
                 f"{name} ({g.verdict}, {g.shown})" for name, g in flips if g is not None))
-        elif all(ok for _, _, ok in states):
+        elif any(ok for _, _, ok in states) and all(ok is not False for _, _, ok in states):
             held.append(f"{f.claim} ({f.shown})")
     text = (f"**Under other assumptions.** The study was run again under {len(alts)} "
             f"alternative assumption{'s' if len(alts) > 1 else ''} ({_join(alts)}; section "
             "Sensitivity). ")
-    text += (f"These conclusions hold under all of them: {'; '.join(held)}. " if held
+    text += (f"These conclusions hold under all of them (where the alternative leaves the "
+             f"parameter free): {'; '.join(held)}. " if held
              else "No conclusion about the best designs holds under all of them. ")
     text += ("These flip: " + "; ".join(flipped) + "." if flipped
              else "None of them flips.")
@@ -430,7 +464,7 @@ def robustness_console(facts: Facts) -> list[str]:
     if len(facts.sensitivity) > 1:
         vs = robustness.verdicts(facts.sensitivity)
         states = [[robustness.holds(f, g) for _, g in under] for f, under in vs]
-        held = sum(all(x is not False for x in s) and not f.open
+        held = sum(True in s and False not in s and not f.open
                    for (f, _), s in zip(vs, states, strict=True))
         flips = [f.claim for (f, _), s in zip(vs, states, strict=True) if False in s]
         total = sum(not f.open for f, _ in vs)

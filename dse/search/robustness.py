@@ -228,6 +228,7 @@ class Finding:
 
 
 _ORDER = {"range": ("bottom", "middle", "top"), "base": ("fewer", "same", "more"),
+          "span": ("below", "inside", "above"),
           "objective": ("loses to", "ties", "beats")}
 
 
@@ -241,16 +242,19 @@ def _between(kind: str, a: str, b: str) -> tuple[str, ...]:
 
 
 def findings(study, best: dict[str, pd.Series], band_of: dict[str, Band | None],
-             base: dict[str, float], fmt, regions: dict[str, Region] | None = None
-             ) -> list[Finding]:
+             base: dict[str, float], fmt, regions: dict[str, Region] | None = None,
+             anchor: dict[str, Region] | None = None) -> list[Finding]:
     """The conclusions of a run (its best design per objective, `best`: objective column ->
     row): where each parameter sits in its range (bottom, middle or top: EDGE of the width);
     whether it is more, fewer or the same as the base chip's (SAME); whether the objective
     beats, ties (within the band) or loses to the base chip. `base`: objective column -> the
     base chip's value; `fmt(column, value)` writes a parameter's value; `regions`: the run's
-    near-optimal regions, whose designs give each conclusion's spread."""
+    near-optimal regions, whose designs give each conclusion's spread; `anchor`: the study's
+    regions (default `regions`): whether each parameter lies within the study's near-optimal
+    span of it (below, inside, above)."""
     out = []
     regions = regions or {}
+    anchor = regions if anchor is None else anchor
     for col, row in best.items():
         name = col.removeprefix("objective.")
         region = regions.get(col)
@@ -260,6 +264,22 @@ def findings(study, best: dict[str, pd.Series], band_of: dict[str, Band | None],
             r = _range(study, p)
             column = vocabulary.column_name(p)
             sp = spans.get(p)
+            home = anchor.get(col)
+            hs = next((x for x in home.spans if x.path == p), None) if home else None
+            if hs is not None and r is None:  # set by the run's assumptions
+                out.append(Finding((col, "span", p), f"{name}: {p} fixed", "fixed",
+                                   fmt(column, v), ("fixed",)))
+            elif hs is not None:
+                def span_of(x: float, hs: Span = hs) -> str:
+                    tol = 1e-9 * max(abs(hs.high), 1.0)
+                    return ("below" if x < hs.low - tol else "above" if x > hs.high + tol
+                            else "inside")
+                lo, hi = fmt(column, hs.low), fmt(column, hs.high)
+                where_s = lo if lo == hi else f"{lo} to {hi}"
+                out.append(Finding((col, "span", p), f"{name}: {p} within the study's "
+                                   f"near-optimal {where_s}", span_of(v), fmt(column, v),
+                                   _between("span", span_of(sp.low), span_of(sp.high))
+                                   if sp is not None else (span_of(v),)))
             if r is not None:
                 where = position(v, *r)
                 at = "in the middle" if where == "middle" else f"at the {where}"

@@ -468,7 +468,8 @@ def robustness_console(facts: Facts) -> list[str]:
                    for (f, _), s in zip(vs, states, strict=True))
         flips = [f.claim for (f, _), s in zip(vs, states, strict=True) if False in s]
         total = sum(not f.open for f, _ in vs)
-        out.append(f"sensitivity ({len(facts.sensitivity) - 1} alternatives): {held} of "
+        n_alt = len(facts.sensitivity) - 1
+        out.append(f"sensitivity ({n_alt} alternative{'s' if n_alt > 1 else ''}): {held} of "
                    f"{total} conclusions hold under all"
                    + (f"; flip under some: {'; '.join(flips)}" if flips else ""))
     return out

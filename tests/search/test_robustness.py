@@ -207,6 +207,11 @@ def test_sensitivity_is_deterministic_and_never_touches_the_main_run(tmp_path: P
     first, second = (x / "summary.md" for x in (a, b))
     assert _section(first.read_text()) == _section(second.read_text())
     assert "| four-stacks | memory.HBM3.stacks high 4 | 40 |" in first.read_text()
+    # decode is HBM-bound: its best design takes more than four stacks, so capping them at
+    # four moves the answer, and the table says so
+    flips = [x for x in _section(first.read_text()).splitlines()
+             if x.startswith("| throughput: memory.HBM3.stacks within the study's")]
+    assert len(flips) == 1 and "**flips**: below (4)" in flips[0], flips
     for name in ("four-stacks", "slow-l2", "small-die"):
         folder = a / "alternatives" / name
         assert (folder / "study.journal").is_file() and (folder / "summary.md").is_file()

@@ -400,7 +400,8 @@ def _sensitivity_section(facts: Facts) -> list[str]:
              f"{robustness.EDGE:.0%} of the range's width of that end (in log space for a "
              f"log range), else in the middle; more or less than the base's value by over "
              f"{robustness.SAME:.0%}; an objective beats or loses to the base by more than "
-             "its error band, else ties.", ""]
+             "its error band, else ties."
+             + _fewer_trials(runs), ""]
     head = ["run", "changes", "trials", "feasible", "best for",
             *[path for _, path, *_ in facts.params],
             *[c.removeprefix("objective.") for c in facts.objectives], "vs the study's best"]
@@ -428,6 +429,19 @@ def _sensitivity_section(facts: Facts) -> list[str]:
                      for f, under in vs if not f.open])
     lines += ["", _sensitivity_paragraph(facts), ""]
     return lines
+
+
+def _fewer_trials(runs: list[robustness.Run]) -> str:
+    """A sentence when alternatives ran fewer trials than the study (their fronts are then
+    sampled more coarsely: a best design a little below the study's may be the sampling)."""
+    fewer = [r for r in runs[1:] if r.trials < runs[0].trials]
+    if not fewer:
+        return ""
+    counts = sorted({r.trials for r in fewer})
+    shown = " or ".join(f"{c:,}" for c in counts)
+    return (f" {len(fewer)} of the {len(runs) - 1} alternatives ran {shown} trials against "
+            f"the study's {runs[0].trials:,}: their fronts are sampled more coarsely, so a "
+            "best design a little below the study's may be the sampling, not the assumption.")
 
 
 def _region_section(facts: Facts) -> list[str]:

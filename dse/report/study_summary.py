@@ -357,32 +357,45 @@ def _sensitivity_paragraph(facts: Facts) -> str:
     """Which conclusions hold under every alternative and which flip, in words."""
     alts = [r.name for r in facts.sensitivity[1:]]
     rows = robustness.verdicts(facts.sensitivity)
-    held, flipped, open_ = [], [], []
+    held: list[tuple[str, str]] = []
+    flipped: list[tuple[str, str]] = []
+    open_: list[tuple[str, str]] = []
     for f, under in rows:
+        name = f.key[0].removeprefix("objective.")
+        claim = f.claim.removeprefix(f"{name}: ")
         if f.open:
-            open_.append(f"{f.claim.split(' at the ')[0].split(' in the middle')[0]} "
-                         f"({' / '.join(f.spread)})" if f.key[1] != "objective"
-                         else f"{f.claim} ({' / '.join(f.spread)})")
+            what = claim.split(" at the ")[0].split(" in the middle")[0] \
+                if f.key[1] == "range" else claim
+            open_.append((name, f"{what} ({' / '.join(f.spread)})"))
             continue
-        states = [(name, g, robustness.holds(f, g)) for name, g in under]
-        flips = [(name, g) for name, g, ok in states if ok is False]
+        states = [(alt, g, robustness.holds(f, g)) for alt, g in under]
+        flips = [(alt, g) for alt, g, ok in states if ok is False]
         if flips:
-            flipped.append(f"{f.claim} ({f.shown}) flips under " + ", ".join(
-                f"{name} ({g.verdict}, {g.shown})" for name, g in flips if g is not None))
+            flipped.append((name, f"{claim} ({f.shown}) flips under " + ", ".join(
+                f"{alt} ({g.verdict}, {g.shown})" for alt, g in flips if g is not None)))
         elif any(ok for _, _, ok in states) and all(ok is not False for _, _, ok in states):
-            held.append(f"{f.claim} ({f.shown})")
+            held.append((name, f"{claim} ({f.shown})"))
     text = (f"**Under other assumptions.** The study was run again under {len(alts)} "
             f"alternative assumption{'s' if len(alts) > 1 else ''} ({_join(alts)}; section "
             "Sensitivity). ")
     text += (f"These conclusions hold under all of them (where the alternative leaves the "
-             f"parameter free): {'; '.join(held)}. " if held
+             f"parameter free): {_by_objective(held)}. " if held
              else "No conclusion about the best designs holds under all of them. ")
-    text += ("These flip: " + "; ".join(flipped) + "." if flipped
-             else "None of them flips.")
+    text += (f"These flip: {_by_objective(flipped)}." if flipped else "None of them flips.")
     if open_:
         text += (" Not conclusions, since the study's own designs within the model's error "
-                 "disagree on them: " + "; ".join(dict.fromkeys(open_)) + ".")
+                 f"disagree on them: {_by_objective(list(dict.fromkeys(open_)))}.")
     return text
+
+
+def _by_objective(items: list[tuple[str, str]]) -> str:
+    """'for memory_bound, a; b; for encoder, c' (one objective: 'a; b')."""
+    groups: dict[str, list[str]] = {}
+    for name, text in items:
+        groups.setdefault(name, []).append(text)
+    if len(groups) == 1:
+        return "; ".join(next(iter(groups.values())))
+    return "; ".join(f"for {name}, " + "; ".join(texts) for name, texts in groups.items())
 
 
 def _sensitivity_section(facts: Facts) -> list[str]:

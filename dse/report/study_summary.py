@@ -378,6 +378,10 @@ def _sensitivity_paragraph(facts: Facts) -> str:
     text = (f"**Under other assumptions.** The study was run again under {len(alts)} "
             f"alternative assumption{'s' if len(alts) > 1 else ''} ({_join(alts)}; section "
             "Sensitivity). ")
+    empty = [r.name for r in facts.sensitivity[1:] if not r.best]
+    if empty:
+        text += (f"{_join(empty)} {'has' if len(empty) == 1 else 'have'} no feasible design, "
+                 "so no conclusion can be compared there. ")
     text += (f"These conclusions hold under all of them (where the alternative leaves the "
              f"parameter free): {_by_objective(held)}. " if held
              else "No conclusion about the best designs holds under all of them. ")

@@ -469,7 +469,7 @@ def _region_section(facts: Facts) -> list[str]:
              "objective (maximized: at least (1 - band) x the best; minimized: at most "
              "(1 + band) x the best). The band is the median |relative error| of `dse "
              "validate` on the shipped measurements for each workload's phase "
-             "(validation/model-error.csv); an objective over several workloads takes their "
+             "(dse/data/model_error.csv); an objective over several workloads takes their "
              "weighted mean, the geometric mean's error when every workload errs the same "
              "way.", ""]
     head = ["objective", "band", "best", "designs within", *[p for _, p, *_ in facts.params]]

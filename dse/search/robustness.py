@@ -3,7 +3,7 @@ within the model's measured error of the best, per objective) and the conclusion
 or flip under the study's named alternative assumptions.
 
 The error band comes from the validation data: the median |relative error| of `dse validate`
-per phase on the shipped measurements, kept in validation/model-error.csv (regenerated from
+per phase on the shipped measurements, kept in dse/data/model_error.csv (regenerated from
 `dse validate` by `write_error_table`; tests/search/test_robustness.py fails when it is
 stale). The median is what "within the model's error" means here: half of the measured rows
 of that phase are predicted closer than it; the file also keeps p90 and max for a reader.
@@ -20,10 +20,9 @@ import numpy as np
 import pandas as pd
 
 from dse.spec import vocabulary
-from dse.spec.load import library_dir
 from dse.spec.study import DESIGN_METRICS
 
-ERROR_FILE = "model-error.csv"
+ERROR_FILE = "model_error.csv"  # in the package's data folder (dse/data)
 STATISTIC = "median"  # the column of ERROR_FILE a band takes
 # A parameter within this share of its range's width (in log space for a log range) of an
 # end sits at that end; a region spanning more than 1 - 2 x EDGE of it leaves it open.
@@ -49,7 +48,7 @@ def error_table(summary: dict) -> str:
 
 
 def error_path() -> Path:
-    return library_dir("validation") / ERROR_FILE
+    return Path(__file__).parents[1] / "data" / ERROR_FILE
 
 
 def write_error_table(summary: dict, path: Path | None = None) -> Path:

@@ -52,14 +52,14 @@ def _study(path: Path, out: Path, *extra: str) -> str:
 # --- the band comes from the validation data ---------------------------------------------
 
 def test_error_table_is_regenerated_from_dse_validate() -> None:
-    """validation/model-error.csv is what `dse validate` gives on the shipped measurements
+    """dse/data/model_error.csv is what `dse validate` gives on the shipped measurements
     today: a model change that moves any phase's error makes this fail (regenerate with the
     command in the file's header)."""
     from dse import validate
 
     want = robustness.error_table(validate.summary(validate.run()))
     assert robustness.error_path().read_text() == want, (
-        "validation/model-error.csv is stale: python -c 'from dse import validate; from "
+        "dse/data/model_error.csv is stale: python -c 'from dse import validate; from "
         "dse.search import robustness; robustness.write_error_table(validate.summary("
         "validate.run()))'")
 

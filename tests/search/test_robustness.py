@@ -265,3 +265,18 @@ def test_a_conclusion_flips_where_an_alternative_moves_the_best_out_of_it() -> N
     assert robustness.holds(f, None) is None
     wide = robustness.Finding(f.key, f.claim, "top", "8", ("middle", "top"))
     assert robustness.holds(wide, moved) is None  # not a conclusion of the study itself
+
+
+def test_a_study_level_set_fixes_a_hardware_value_and_may_not_vary_it(tmp_path: Path) -> None:
+    path = _with_alternatives(tmp_path, "set:\n  memory.L2.bandwidth: 9 TB/s\n")
+    study = load_study(path)
+    assert study.fixed == {"memory.L2.bandwidth": 9e12}
+    assert study.fingerprint() != load_study(TINY).fingerprint()  # not resumed as TINY
+    from dse.search.objective import evaluate_designs
+
+    params = {"compute.units": np.array([120.0]), "memory.HBM3.stacks": np.array([7.0])}
+    faster = evaluate_designs(study, study.designs(params)).values[0, 0]
+    plain = evaluate_designs(study, params).values[0, 0]
+    assert faster > plain  # the faster L2 reaches the designs
+    (line,) = _check(_with_alternatives(tmp_path, "set:\n  compute.units: 100\n"))
+    assert "set.compute.units: the study varies this path" in line

@@ -65,6 +65,10 @@ def study(
     sampler: Annotated[str | None, typer.Option(
         help="nsga2, tpe, random, gp or grid (default: search.sampler).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
+    alternatives: Annotated[bool, typer.Option(
+        "--alternatives/--no-alternatives",
+        help="Also run the study file's alternatives (each its own study, outputs in "
+             "<out>/alternatives/<name>/) and compare them in summary.md.")] = True,
 ) -> None:
     """Search designs derived from the study's base chip for its objectives under its
     constraints, then write trials.csv / trials.parquet, pareto.csv, pareto.png/svg/pdf,
@@ -115,7 +119,8 @@ def study(
         if storage is not None or workers > 1:
             raise DseError("--sampler grid: the grid runs in this process without a storage; "
                            "drop --storage and --workers")
-        _told(write_grid(st, folder, quiet=quiet))
+        alts = _alternatives(st, opts, name, folder, quiet, alternatives)
+        _told(write_grid(st, folder, quiet=quiet, alternatives=alts))
         return
     target = trials or st.spec.search.trials
     report, bar = _reporter(not quiet, target)
@@ -132,7 +137,13 @@ def study(
     wall = time.perf_counter() - started
     from dse.report.study_outputs import write_all
 
-    report = write_all(st, opts, name, wall, prog)
+    alts = None
+    if not stopped:
+        try:
+            alts = _alternatives(st, opts, name, folder, quiet, alternatives)
+        except KeyboardInterrupt:
+            stopped = True
+    report = write_all(st, opts, name, wall, prog, alternatives=alts)
     if stopped:
         for line in report.lines:
             typer.echo(line)
@@ -140,6 +151,43 @@ def study(
                    "to resume", err=True)
         raise typer.Exit(130)
     _told(report)
+
+
+def _alternatives(st, opts, sampler: str, folder: Path, quiet: bool, enabled: bool):
+    """Run each alternative of the study as a study of its own (its outputs in
+    <folder>/alternatives/<name>/; its own trials, never more than the main run's) and print
+    a line for each; their reports by name (None: the study has none, or --no-alternatives)."""
+    if not st.alternatives or not enabled:
+        return None
+    from dataclasses import replace
+
+    from dse.report.study_outputs import write_all, write_grid
+    from dse.search import run as runner
+
+    out = {}
+    for alt_name, alt in st.alternatives.items():
+        want = alt.spec.search.trials
+        trials = want if opts.trials is None else min(want, opts.trials)
+        alt_opts = replace(opts, out=folder / "alternatives" / alt_name, trials=trials)
+        target = alt_opts.out
+        assert target is not None
+        if target.exists() and not target.is_dir():
+            raise DseError(f"--out {target}: exists and is not a folder")
+        started = time.perf_counter()
+        if sampler == "grid":
+            rep = write_grid(alt, target, quiet=quiet)
+        else:
+            report, bar = _reporter(not quiet, trials)
+            try:
+                prog = runner.run(alt, alt_opts, report)
+            finally:
+                if bar is not None:
+                    bar.stop()
+            rep = write_all(alt, alt_opts, sampler, time.perf_counter() - started, prog)
+        out[alt_name] = rep
+        head = rep.lines[0] if rep.lines else ""
+        typer.echo(f"alternative {alt_name}: {head}; {rep.written} files in {target}/")
+    return out
 
 
 def _told(report) -> None:

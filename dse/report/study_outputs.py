@@ -4,7 +4,7 @@ study. Called by `dse study` after a run (or a grid)."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +18,10 @@ from dse.report.study_summary import (
     best_rows,
     bound_shares,
     console_lines,
+    robustness_console,
     summary_markdown,
 )
-from dse.search import outputs
+from dse.search import outputs, robustness
 from dse.search.objective import baseline_of
 from dse.search.run import Options, Progress, open_storage, out_dir, storage_url
 from dse.search.space import Study
@@ -29,7 +30,7 @@ IMPORTANCE_TRIALS = 2000  # feasible trials the importance evaluator sees at mos
 
 
 def _bounds(study: Study, row: pd.Series) -> dict[str, str]:
-    params = {p.path: np.array([row[p.column]]) for p in study.params}
+    params = study.designs({p.path: np.array([row[p.column]]) for p in study.params})
     out = {}
     for name, job in study.jobs.items():
         ev = evaluate(study.hardware, job.workload, job.scenario, execution=job.execution,
@@ -74,6 +75,18 @@ def _plots(study: Study, t: outputs.Tables, folder: Path, title: str) -> list[Pa
     return pp.study_plots(study, t, folder, title)
 
 
+def _current(hw, path: str) -> float:
+    """A chip's value of a canonical design path (NaN where it has none: a memory level or
+    field the chip does not have)."""
+    from dse.spec import vocabulary
+
+    try:
+        v = vocabulary.current(hw, path)
+    except (StopIteration, AttributeError, TypeError, ValueError):
+        return float("nan")
+    return float("nan") if v is None else float(v)
+
+
 def facts(study: Study, t: outputs.Tables, run_line: str, extra: list[str]) -> Facts:
     """What the summary and the console say about the run, beside its tables."""
     cols = outputs.objective_columns(study)
@@ -93,12 +106,14 @@ def facts(study: Study, t: outputs.Tables, run_line: str, extra: list[str]) -> F
     for p in study.params:
         lo, hi = (p.low, p.high) if p.choices is None else (min(p.choices), max(p.choices))
         params.append((p.column, p.path, float(lo), float(hi), p.log))
+    refs = [(name, {p.column: _current(hw, p.path) for p in study.params})
+            for name, hw, _ in study.references]
     return Facts(name=study.spec.name, description=study.spec.description or "",
                  run_line=run_line, base=study.hardware.name, params=params, objectives=cols,
                  units_of=outputs.objective_units(study), directions=study.directions,
                  workloads=workloads, shown_by=shown_by, base_throughput=baseline,
                  limits=limits, infeasible=outputs.infeasible_reasons(study, t.trials),
-                 budget_mm2=study.area_budget, extra=extra)
+                 budget_mm2=study.area_budget, extra=extra, reference_params=refs)
 
 
 def _summary(study: Study, t: outputs.Tables, stored: optuna.Study | None, f: Facts) -> str:
@@ -111,19 +126,78 @@ def _summary(study: Study, t: outputs.Tables, stored: optuna.Study | None, f: Fa
 @dataclass(frozen=True)
 class Report:
     """What `dse study` prints (stdout lines, stderr warnings) and whether any design is
-    feasible (exit 3 when none is)."""
+    feasible (exit 3 when none is); the run's tables (for the sensitivity table)."""
 
     lines: list[str]
     warnings: list[str]
     feasible: int
     trials: int
+    tables: outputs.Tables | None = None
+    written: int = 0
+
+
+def _base_objectives(study: Study) -> dict[str, float]:
+    """Each objective's value on the base chip as its file gives it (1 for a geometric mean
+    relative to it; NaN for the design's own area)."""
+    baseline = baseline_of(study)
+    out = {}
+    for g in study.goals:
+        col = f"objective.{g.name}"
+        if g.relative:
+            out[col] = 1.0
+        elif g.jobs:
+            out[col] = float(baseline[g.jobs[0]].get(g.spec.metric, np.nan))
+        else:
+            out[col] = np.nan
+    return out
+
+
+def _run_of(study: Study, name: str, changes: str, t: outputs.Tables,
+            band_of: dict[str, robustness.Band | None],
+            anchor: dict[str, robustness.Region] | None = None) -> robustness.Run:
+    """A run's best feasible design per objective and its conclusions."""
+    best = {}
+    front = t.pareto
+    for g in study.goals:
+        col = f"objective.{g.name}"
+        if len(front) and col in front and np.isfinite(front[col].to_numpy(float)).any():
+            i = front[col].idxmax() if g.spec.direction == "maximize" else front[col].idxmin()
+            best[col] = front.loc[i]
+    regions = robustness.near_optimal(study, t.trials, band_of)
+    found = robustness.findings(study, best, band_of, _base_objectives(study), _fmt_value,
+                                regions, anchor)
+    n_ok = int(t.trials["feasible"].sum()) if len(t.trials) else 0
+    return robustness.Run(name, changes, len(t.trials), n_ok, best, found)
+
+
+def _fmt_value(column: str, value: float) -> str:
+    from dse.search.budget import shown
+
+    return shown(column, value)
+
+
+def _sensitivity(study: Study, t: outputs.Tables, alternatives: dict[str, Report],
+                 band_of: dict[str, robustness.Band | None]) -> list[robustness.Run]:
+    anchor = robustness.near_optimal(study, t.trials, band_of)
+    runs = [_run_of(study, "as stated", "", t, band_of, anchor)]
+    for name, rep in alternatives.items():
+        alt = study.alternatives[name]
+        changes = robustness.describe((study.spec.alternatives or {})[name])
+        if rep.tables is not None:
+            runs.append(_run_of(alt, name, changes, rep.tables, band_of, anchor))
+    return runs
 
 
 def _finish(study: Study, t: outputs.Tables, folder: Path, stored: optuna.Study | None,
-            run_line: str, extra: list[str], resolved: tuple[dict, dict]) -> Report:
+            run_line: str, extra: list[str], resolved: tuple[dict, dict],
+            alternatives: dict[str, Report] | None = None) -> Report:
     written = outputs.write_tables(t, folder)
     written += _plots(study, t, folder, f"{study.spec.name}: {len(t.trials):,} designs")
     f = facts(study, t, run_line, extra)
+    band_of = robustness.bands(study)
+    f = replace(f, regions=robustness.near_optimal(study, t.trials, band_of),
+                sensitivity=_sensitivity(study, t, alternatives, band_of) if alternatives
+                else [], seed=resolved[0]["search"]["seed"])
     summary = folder / "summary.md"
     summary.write_text(_summary(study, t, stored, f))
     written.append(summary)
@@ -131,9 +205,10 @@ def _finish(study: Study, t: outputs.Tables, folder: Path, stored: optuna.Study 
     told = console_lines(f, t.trials, t.pareto, t.references)
     n_ok = int(t.trials["feasible"].sum()) if len(t.trials) else 0
     warnings = [told[0]] if len(t.trials) and n_ok == 0 else []
+    told += robustness_console(f) if not warnings else []
     lines = [run_line, *(told if not warnings else []), *extra,
              f"wrote {len(written)} files to {folder}/: " + ", ".join(p.name for p in written)]
-    return Report(lines, warnings, n_ok, len(t.trials))
+    return Report(lines, warnings, n_ok, len(t.trials), t, len(written))
 
 
 def evaluated_here(prog: Progress) -> bool:
@@ -143,8 +218,9 @@ def evaluated_here(prog: Progress) -> bool:
 
 
 def write_all(study: Study, opts: Options, sampler: str, wall: float,
-              prog: Progress | None) -> Report:
-    """Tables, plots, summary and resolved study of the stored run."""
+              prog: Progress | None, alternatives: dict[str, Report] | None = None) -> Report:
+    """Tables, plots, summary and resolved study of the stored run; `alternatives`: the
+    reports of its alternatives' runs, compared in the summary's sensitivity table."""
     logging.getLogger("optuna").setLevel(logging.WARNING)
     folder = out_dir(study, opts)
     folder.mkdir(parents=True, exist_ok=True)
@@ -170,10 +246,11 @@ def write_all(study: Study, opts: Options, sampler: str, wall: float,
     if grid_file.is_file():
         ratio = outputs.hypervolume_ratio(study, t.trials, pd.read_parquet(grid_file))
         extra.append(f"hypervolume of the sampled front / the grid's front: {ratio:.3f}")
-    return _finish(study, t, folder, stored, run_line, extra, resolved)
+    return _finish(study, t, folder, stored, run_line, extra, resolved, alternatives)
 
 
-def write_grid(study: Study, folder: Path, quiet: bool = False) -> Report:
+def write_grid(study: Study, folder: Path, quiet: bool = False,
+               alternatives: dict[str, Report] | None = None) -> Report:
     """Evaluate the whole grid and write its outputs; with a sampled run in `folder`, to
     `folder/grid` and with the hypervolume ratio of the sampled front to the grid's."""
     import time
@@ -211,4 +288,4 @@ def write_grid(study: Study, folder: Path, quiet: bool = False) -> Report:
                                        study.spec.search.batch),
                 outputs.run_record(study, storage))
     del quiet
-    return _finish(study, t, target, None, run_line, extra, resolved)
+    return _finish(study, t, target, None, run_line, extra, resolved, alternatives)

@@ -165,7 +165,8 @@ def outcome_frame(study: Study, params: dict[str, np.ndarray], out: Outcome) -> 
     """The table rows of designs `params` evaluated as `out`: parameters (unit-suffixed
     columns), objectives, per-workload metrics, area, constraint values, feasible, reason."""
     cols = {p.column: np.asarray(params[p.path], dtype=float) for p in study.params}
-    cols.update({k: v for k, v in out.columns.items() if k not in params})
+    cols.update({k: v for k, v in out.columns.items() if k not in params
+                 and k not in study.fixed})
     cols.update({f"constraint.{k}": v for k, v in out.constraints.items()})
     cols["feasible"] = out.feasible
     cols["reason"] = out.reason
@@ -179,7 +180,8 @@ def evaluate_frame(study: Study, params: dict[str, np.ndarray],
     parts = []
     for lo in range(0, n, CHUNK):
         chunk = {k: v[lo:lo + CHUNK] for k, v in params.items()}
-        parts.append(outcome_frame(study, chunk, evaluate_designs(study, chunk, baseline)))
+        parts.append(outcome_frame(study, chunk, evaluate_designs(study, study.designs(chunk),
+                                                                  baseline)))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 

@@ -259,7 +259,7 @@ def run(study: Study, opts: Options, report: Callable[[Progress], None] | None =
             k = min(batch, target - prog.done)
             asked = [mem.ask(dists) for _ in range(k)]
             params = params_of(study, asked)
-            outcome = evaluator(study, params, baseline)
+            outcome = evaluator(study, study.designs(params), baseline)
             tell_batch(mem, study, asked, outcome)
             finished = mem.get_trials(deepcopy=False)[-k:]
             with _no_interrupt():  # a Ctrl-C here would leave the journal's lock half-made
@@ -315,10 +315,11 @@ def _run_workers(study: Study, opts: Options, url: str, workers: int,
     target = opts.trials or study.spec.search.trials
     prog = Progress(done=count(stored))
     if workers == 1:
-        _worker(study.path, opts, url, 0)
+        _worker(study.path, opts, url, 0, study.alternative)
     else:
         ctx = mp.get_context("spawn")
-        procs = [ctx.Process(target=_worker, args=(study.path, opts, url, i), daemon=False)
+        procs = [ctx.Process(target=_worker, args=(study.path, opts, url, i, study.alternative),
+                             daemon=False)
                  for i in range(workers)]
         for p in procs:
             p.start()
@@ -360,13 +361,17 @@ def _progress(stored: optuna.Study, study: Study, prog: Progress) -> Progress:
     return prog
 
 
-def _worker(path: Path, opts: Options, url: str, index: int) -> None:
+def _worker(path: Path, opts: Options, url: str, index: int,
+            alternative: str | None = None) -> None:
     """One worker: ask a batch through the shared storage, keep the trials within the
-    budget, evaluate, tell; stop when the budget is reached."""
+    budget, evaluate, tell; stop when the budget is reached. `alternative`: run that
+    alternative of the study file, not the study itself."""
     from dse.search.space import load_study
 
     logging.getLogger("optuna").setLevel(logging.WARNING)
     study = load_study(path)
+    if alternative is not None:
+        study = study.alternatives[alternative]
     spec = study.spec.search
     target = opts.trials or spec.trials
     batch = opts.batch or spec.batch
@@ -396,7 +401,7 @@ def _worker(path: Path, opts: Options, url: str, index: int) -> None:
             if heartbeat:
                 for t in keep:
                     storage.record_heartbeat(t._trial_id)
-            outcome = evaluate_designs(study, params_of(study, keep), baseline)
+            outcome = evaluate_designs(study, study.designs(params_of(study, keep)), baseline)
             tell_batch(st, study, keep, outcome)
         if surplus:
             return

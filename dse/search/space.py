@@ -7,11 +7,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import optuna
+from pydantic import ValidationError
 
 from dse import units
 from dse.errors import DseError, Issue, SpecError, suggest
@@ -19,7 +21,14 @@ from dse.model.execution import Execution
 from dse.spec import vocabulary
 from dse.spec.hardware import HardwareSpec
 from dse.spec.load import issue_at, load_design, load_workload, read_yaml, validate
-from dse.spec.study import DESIGN_METRICS, Objective, Parameter, StudySpec, StudyWorkload
+from dse.spec.study import (
+    DESIGN_METRICS,
+    Alternative,
+    Objective,
+    Parameter,
+    StudySpec,
+    StudyWorkload,
+)
 from dse.spec.technology import TechSpec
 from dse.spec.workload import WorkloadSpec
 from dse.workloads import execution_issues, resolve_scenario
@@ -144,6 +153,17 @@ class Study:
     references: tuple[tuple[str, HardwareSpec, TechSpec | None], ...]
     area_budget: float | None = None  # mm2: constraints.area, or area_of's modelled area
     cost_budget: float | None = None  # USD per chip: constraints.cost, or cost_of's cost
+    fixed: dict[str, float] = field(default_factory=dict)  # canonical path -> SI: `set`
+    alternatives: dict[str, Study] = field(default_factory=dict)  # name -> its own study
+    alternative: str | None = None  # this study's name among its parent's alternatives
+
+    def designs(self, params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The overrides that build designs `params` (canonical path -> [N] SI values): the
+        parameters and the study's fixed values (`set`), broadcast to N."""
+        if not self.fixed or not params:
+            return params
+        n = len(next(iter(params.values())))
+        return {**{k: np.full(n, v) for k, v in self.fixed.items()}, **params}
 
     @property
     def directions(self) -> list[str]:
@@ -170,6 +190,8 @@ class Study:
                             _digits(c.power), c.fit)
             + ((_digits(self.cost_budget),) if self.cost_budget is not None else ()),
         }
+        if self.fixed:  # only where there is one: a study without `set` keeps its digest
+            keep["fixed"] = {k: _digits(v) for k, v in sorted(self.fixed.items())}
         text = json.dumps(keep, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -184,9 +206,31 @@ def _strip(message: str, path: str) -> str:
     return message.removeprefix(f"--set {path}: ")
 
 
-def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue]
+def _value(data, at: tuple, path: str, term, value: object, clock: float | None,
+           issues: list[Issue]) -> float | None:
+    """One value a study file gives for design path `path` (a quantity with its unit, a
+    plain number for a count), in SI units; None (an issue at `at`) when it is not one."""
+    # a value in a study file is text a person wrote: a quantity carries its unit, as in a
+    # hardware file and --set (a number is read as SI only from the API)
+    unit_less = not isinstance(value, str) or vocabulary._plain_number(value)
+    if term.kind is not None and unit_less and not isinstance(value, bool):
+        issues.append(issue_at(data, at, units.bare_number(value, term.kind)))
+        return None
+    try:
+        return float(vocabulary.convert(path, term, value, clock)[0])
+    except DseError as e:
+        issues.append(issue_at(data, at, _strip(str(e), path)))
+        return None
+
+
+def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue],
+           loc: tuple | None = None, inherited: dict[str, tuple] | None = None
            ) -> Param | None:
-    loc = ("parameters", key)
+    """Parameter `key` resolved; its problems at `loc` (default: parameters.<key>), a field
+    named in `inherited` at that place instead (an alternative's change keeps the study's
+    other fields, whose problems are where the study file writes them)."""
+    loc = loc or ("parameters", key)
+    inherited = inherited or {}
     try:
         path, term = vocabulary.canonical(hw, key)
     except DseError as e:
@@ -195,18 +239,10 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue]
     clock = hw.compute.clock
 
     def one(field: str | tuple[str, int], value: object) -> float | None:
-        at = (*loc, *field) if isinstance(field, tuple) else (*loc, field)
-        # a range in a study file is text a person wrote: a quantity carries its unit, as
-        # in a hardware file and --set (a number is read as SI only from the API)
-        unit_less = not isinstance(value, str) or vocabulary._plain_number(value)
-        if term.kind is not None and unit_less and not isinstance(value, bool):
-            issues.append(issue_at(data, at, units.bare_number(value, term.kind)))
-            return None
-        try:
-            return float(vocabulary.convert(path, term, value, clock)[0])
-        except DseError as e:
-            issues.append(issue_at(data, at, _strip(str(e), path)))
-            return None
+        name = field[0] if isinstance(field, tuple) else field
+        where = inherited.get(name, loc)
+        at = (*where, *field) if isinstance(field, tuple) else (*where, field)
+        return _value(data, at, path, term, value, clock, issues)
 
     if p.choices is not None:
         values = [one(("choices", i), v) for i, v in enumerate(p.choices)]
@@ -219,19 +255,20 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue]
     step = None if p.step is None else one("step", p.step)
     if low is None or high is None or (p.step is not None and step is None):
         return None
+    step_at = (*inherited.get("step", loc), "step")
     if not low < high:
         issues.append(issue_at(data, loc, f"empty range: low ({p.low}) must be below high "
                                           f"({p.high})"))
         return None
     if step is not None and not step > 0:
-        issues.append(issue_at(data, (*loc, "step"), f"expected a step > 0, found {p.step}"))
+        issues.append(issue_at(data, step_at, f"expected a step > 0, found {p.step}"))
         return None
     if step is not None and step > high - low:
-        issues.append(issue_at(data, (*loc, "step"), f"step {p.step} is wider than the range "
-                                                     f"({p.low} to {p.high})"))
+        issues.append(issue_at(data, step_at, f"step {p.step} is wider than the range "
+                                              f"({p.low} to {p.high})"))
         return None
     if term.integer and step is not None and step != round(step):
-        issues.append(issue_at(data, (*loc, "step"), "expected a whole step"))
+        issues.append(issue_at(data, step_at, "expected a whole step"))
         return None
     if step is not None:  # Optuna needs high on the step grid
         high = low + math.floor((high - low) / step + 1e-9) * step
@@ -335,6 +372,13 @@ def load_study(path: str | Path) -> Study:
                                    f"the same path as '{seen[p.path]}'"))
         elif p is not None:
             seen[p.path] = p.key
+    fixed = _fixed(data, ("set",), spec.set or {}, hw, issues)
+    for p in params:
+        if p is not None and p.path in fixed:
+            issues.append(issue_at(data, ("set", next(k for k in spec.set or {} if
+                                                      vocabulary.canonical(hw, k)[0] == p.path)),
+                                   f"the study varies this path (parameters.{p.key}): "
+                                   "give it a range or a fixed value, not both"))
     jobs = {n: _job(data, n, w, near, issues) for n, w in spec.workloads.items()}
     goals = [_goal(data, n, o, spec.workloads, issues) for n, o in spec.objectives.items()]
     budget = spec.constraints.area
@@ -368,22 +412,29 @@ def load_study(path: str | Path) -> Study:
             issues.append(issue_at(data, ("references", i), _messages(e)))
             continue
         references.append((r_hw.name, r_hw, r_tech))
-    if issues:
-        raise SpecError(issues)
-    return Study(spec=spec, path=file, hardware=hw, tech=tech,
+    main = Study(spec=spec, path=file, hardware=hw, tech=tech,
                  params=tuple(p for p in params if p is not None),
                  jobs={n: j for n, j in jobs.items() if j is not None},
                  goals=tuple(g for g in goals if g is not None), references=tuple(references),
-                 area_budget=budget, cost_budget=cost_budget)
+                 area_budget=budget, cost_budget=cost_budget,
+                 fixed=fixed)
+    alternatives = {}
+    for name, alt in (spec.alternatives or {}).items():
+        resolved = _alternative(data, name, alt, main, params, issues)
+        if resolved is not None:
+            alternatives[name] = resolved
+    if issues:
+        raise SpecError(issues)
+    return replace(main, alternatives=alternatives) if alternatives else main
 
 
-def _modelled_cost(data, ref: str, near: Path, issues: list[Issue]) -> float | None:
+def _modelled_cost(data, ref: str, near: Path, issues: list[Issue],
+                   loc: tuple = ("constraints", "cost_of")) -> float | None:
     """The cost model's cost to make chip `ref` as its file gives it (USD per chip)."""
     from dse.model.area import area
     from dse.model.batch import design_batch
     from dse.model.cost import cost
 
-    loc = ("constraints", "cost_of")
     try:
         spec, tech, why = _hardware(ref, near)
     except SpecError as e:
@@ -397,12 +448,155 @@ def _modelled_cost(data, ref: str, near: Path, issues: list[Issue]) -> float | N
     return float(cost(db, tech, area(db, tech)).total_usd[0])
 
 
-def _modelled_area(data, ref: str, near: Path, issues: list[Issue]) -> float | None:
+def _fixed(data, loc: tuple, values: dict[str, object], hw: HardwareSpec,
+           issues: list[Issue]) -> dict[str, float]:
+    """A study's or an alternative's `set`: canonical path -> SI value."""
+    out: dict[str, float] = {}
+    for key, value in values.items():
+        at = (*loc, key)
+        try:
+            path, term = vocabulary.canonical(hw, key)
+        except DseError as e:
+            issues.append(issue_at(data, at, _strip(str(e), key)))
+            continue
+        if path in out:
+            issues.append(issue_at(data, at, "the same path as another key of set"))
+            continue
+        v = _value(data, at, path, term, value, hw.compute.clock, issues)
+        if v is not None:
+            out[path] = v
+    return out
+
+
+# An alternative's name is a folder of the output (<out>/alternatives/<name>/).
+ALTERNATIVE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def _changed(p: Parameter, change: dict) -> Parameter:
+    """Parameter `p` with an alternative's fields (`change`, the fields it gives) replacing
+    its own: a range replaces choices and choices a range. ValueError when the result is
+    not a parameter."""
+    fields = p.model_dump(exclude_none=True)
+    if "choices" in change:
+        for k in ("low", "high", "step", "log"):
+            fields.pop(k, None)
+    elif change.keys() & {"low", "high", "step", "log"}:
+        fields.pop("choices", None)
+    fields.update({k: v for k, v in change.items() if v is not None})
+    try:
+        return Parameter(**fields)
+    except ValidationError as e:
+        raise ValueError("; ".join(str(x["msg"]).removeprefix("Value error, ")
+                                   for x in e.errors())) from None
+
+
+def _alternative(data, name: str, alt: Alternative, main: Study,
+                 params: list[Param | None], issues: list[Issue]) -> Study | None:
+    """Alternative `name` resolved as a study of its own: the study's parameters with the
+    alternative's changes, its fixed values (`set`, the study's and then the alternative's;
+    a varied path that is set is fixed), its constraints, its trials."""
+    spec, hw = main.spec, main.hardware
+    loc = ("alternatives", name)
+    before = len(issues)
+    if not ALTERNATIVE_NAME.match(name):
+        issues.append(issue_at(data, loc, "an alternative's name is a folder of the output: "
+                                          "letters, digits, '.', '_' or '-' (at most 64), "
+                                          "starting with a letter or digit"))
+    own = _fixed(data, (*loc, "set"), alt.set, hw, issues)
+    fixed = {**main.fixed, **own}
+    changes: dict[str, tuple[str, dict]] = {}
+    for key, change in alt.params.items():
+        try:
+            path, _ = vocabulary.canonical(hw, key)
+        except DseError as e:
+            issues.append(issue_at(data, (*loc, "params", key), _strip(str(e), key)))
+            continue
+        if path in own:
+            issues.append(issue_at(data, (*loc, "params", key),
+                                   "this alternative also sets the path (set): give a range "
+                                   "or a fixed value, not both"))
+            continue
+        changes[path] = (key, change.model_dump(exclude_unset=True))
+    raw: dict[str, Parameter] = {}
+    resolved: list[Param] = []
+    for (key, p), param in zip(spec.parameters.items(), params, strict=True):
+        if param is None or param.path in fixed:
+            continue
+        if param.path not in changes:
+            raw[key], _ = p, resolved.append(param)
+            continue
+        ckey, change = changes.pop(param.path)
+        at = (*loc, "params", ckey)
+        try:
+            merged = _changed(p, change)
+        except ValueError as e:
+            issues.append(issue_at(data, at, str(e)))
+            continue
+        inherited = {f: ("parameters", key) for f in ("low", "high", "step", "choices")
+                     if f not in change}
+        got = _param(data, key, merged, hw, issues, loc=at, inherited=inherited)
+        if got is not None:
+            raw[key] = merged
+            resolved.append(got)
+    for ckey, change in changes.values():  # a path the study does not vary
+        at = (*loc, "params", ckey)
+        try:
+            new = Parameter(**{k: v for k, v in change.items() if v is not None})
+        except ValidationError as e:
+            issues.append(issue_at(data, at, "; ".join(
+                str(x["msg"]).removeprefix("Value error, ") for x in e.errors())))
+            continue
+        got = _param(data, ckey, new, hw, issues, loc=at)
+        if got is not None:
+            raw[ckey] = new
+            resolved.append(got)
+    if not resolved and len(issues) == before:
+        issues.append(issue_at(data, loc, "the alternative sets every parameter of the study: "
+                                          "nothing is left to vary"))
+    given = alt.constraints.model_dump(exclude_unset=True)
+    budget_given = "area" in given or "area_of" in given
+    if "area" in given:
+        given["area_of"] = None
+    elif "area_of" in given:
+        given["area"] = None
+    constraints = spec.constraints.model_copy(update=given)
+    budget = main.area_budget
+    if budget_given:
+        budget = constraints.area
+        if constraints.area_of is not None:
+            budget = _modelled_area(data, constraints.area_of, main.path.parent, issues,
+                                    loc=(*loc, "constraints", "area_of"))
+    cost_budget = main.cost_budget
+    if "cost" in given or "cost_of" in given:
+        if "cost" in given:
+            constraints = constraints.model_copy(update={"cost_of": None})
+        else:
+            constraints = constraints.model_copy(update={"cost": None})
+        cost_budget = constraints.cost
+        if constraints.cost_of is not None:
+            cost_budget = _modelled_cost(data, constraints.cost_of, main.path.parent, issues,
+                                         loc=(*loc, "constraints", "cost_of"))
+    if len(issues) > before:
+        return None
+    set_text = {**(spec.set or {}), **alt.set}
+    for key in list(set_text):  # the study's own key for a path the alternative sets again
+        if key not in alt.set and vocabulary.canonical(hw, key)[0] in own:
+            del set_text[key]
+    new_spec = spec.model_copy(update={
+        "name": f"{spec.name}.{name}", "description": alt.description or spec.description,
+        "parameters": raw, "constraints": constraints, "set": set_text or None,
+        "alternatives": None,
+        "search": spec.search.model_copy(update={"trials": alt.trials or spec.search.trials})})
+    return replace(main, spec=new_spec, params=tuple(resolved), area_budget=budget,
+                   cost_budget=cost_budget, fixed=fixed, alternatives={}, alternative=name)
+
+
+def _modelled_area(data, ref: str, near: Path, issues: list[Issue],
+                   loc: tuple = ("constraints", "area_of")) -> float | None:
     """The area model's total for chip `ref` as its file gives it (mm2)."""
     from dse.model.area import area
     from dse.model.batch import design_batch
 
-    loc = ("constraints", "area_of")
     try:
         spec, tech, why = _hardware(ref, near)
     except SpecError as e:

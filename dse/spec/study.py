@@ -179,6 +179,63 @@ class Search(Spec):
     journal (for `dse dashboard`; about 2 ms a design), not only in the tables."""
 
 
+class ParameterChange(Spec):
+    """An alternative's change to one parameter: the fields given replace the study's (a
+    range replaces the study's choices and choices its range); a path the study does not
+    vary becomes a parameter (then a whole range or choices)."""
+
+    low: Scalar | None = None
+    high: Scalar | None = None
+    log: bool | None = None
+    step: Scalar | None = None
+    choices: list[Scalar] | None = Field(default=None, min_length=1)
+
+
+class ConstraintChange(Spec):
+    """An alternative's constraints: each field given replaces the study's (`area` replaces
+    `area_of` and the reverse); the others stay."""
+
+    area: Area | None = None
+    area_of: str | None = None
+    reticle: bool | None = None
+    shoreline: bool | None = None
+    power: Power | None = None
+    fit: bool | None = None
+    cost: Cost | None = None
+    cost_of: str | None = None
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> ConstraintChange:
+        if self.area is not None and self.area_of is not None:
+            raise ValueError("give the area budget once: area (a quantity) or area_of (a chip)")
+        if self.cost is not None and self.cost_of is not None:
+            raise ValueError("give the cost budget once: cost (a quantity) or cost_of (a chip)")
+        return self
+
+
+class Alternative(Spec):
+    """A named alternative assumption: the same study run again, as its own study (its own
+    trials and storage, the same seed), with parameters, fixed hardware values or
+    constraints changed. The summary compares its best designs with the study's."""
+
+    description: str | None = None
+    params: dict[str, ParameterChange] = {}
+    set: dict[str, Scalar] = {}
+    """Hardware values every design of the alternative takes (design-vocabulary paths with
+    units); a path the study varies is fixed at the value."""
+    constraints: ConstraintChange = ConstraintChange()
+    trials: int | None = Field(default=None, ge=1)
+    """Complete trials of the alternative's run (default: the study's; never more than the
+    main run's)."""
+
+    @model_validator(mode="after")
+    def _changes(self) -> Alternative:
+        if not self.params and not self.set and not self.constraints.model_fields_set:
+            raise ValueError("an alternative changes something: give params, set or "
+                             "constraints")
+        return self
+
+
 class StudySpec(Spec):
     """A study file (`studies/*.yaml`)."""
 
@@ -196,6 +253,12 @@ class StudySpec(Spec):
     references: list[str] = []
     """Chips (names or paths) evaluated on the same workloads and marked on the plots
     (default: the base)."""
+    set: dict[str, Scalar] | None = None
+    """Hardware values every design takes, on top of the base chip (design-vocabulary paths
+    with units, as `dse eval --set`): a study of a variant without a hardware file of it."""
+    alternatives: dict[str, Alternative] | None = None
+    """Named alternative assumptions, each run as its own study after this one (its outputs
+    in <out>/alternatives/<name>/) and compared in the summary's sensitivity table."""
     storage: str | None = None
     """An Optuna storage URL shared by workers (postgresql://...); default: a journal file in
     the output folder. Not an in-memory SQLite database (IN_MEMORY)."""

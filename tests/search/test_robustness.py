@@ -190,6 +190,28 @@ def test_alternatives_resolve_as_studies_of_their_own(tmp_path: Path) -> None:
     assert study.fingerprint() == load_study(TINY).fingerprint()
 
 
+def test_an_alternative_may_ask_the_cost_question(tmp_path: Path) -> None:
+    """An iso-dollar alternative: `cost` is its budget, `cost_of` a chip's modelled cost;
+    the study's own run has none."""
+    study = load_study(_with_alternatives(tmp_path, """\
+alternatives:
+  iso-dollar:
+    constraints:
+      cost: 3000 USD
+  as-h100:
+    constraints:
+      cost_of: h100-sxm
+"""))
+    assert study.cost_budget is None
+    assert study.alternatives["iso-dollar"].cost_budget == pytest.approx(3000.0)
+    h100 = study.alternatives["as-h100"].cost_budget
+    assert h100 is not None and 2000 < h100 < 5000
+    bad = _with_alternatives(tmp_path, "alternatives:\n  x:\n    constraints:\n"
+                                       "      cost: 3000 USD\n      cost_of: h100-sxm\n")
+    r = CliRunner().invoke(app, ["check", str(bad)])
+    assert r.exit_code == 2 and "give the cost budget once" in r.output, r.output
+
+
 # --- the sensitivity run -----------------------------------------------------------------
 
 def _section(summary: str) -> str:

@@ -24,7 +24,7 @@ from dse.spec.messages import issue_at, issues_from, locate
 from dse.spec.types import CLOCK_CONTEXT_KEY, CLOCK_INVALID_KEY
 from dse.spec.vocabulary import COUPLED
 from dse.spec.yamlpos import LDict, LList, read_yaml
-from dse.units import FREQUENCY, UnitError, scale_quantity, to_kind
+from dse.units import BYTES, FREQUENCY, UnitError, scale_quantity, to_kind
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 LIBRARY_FOLDERS = {"hardware": "hwspecs", "workload": "workloads", "study": "studies",
@@ -327,6 +327,28 @@ def _couple(base: LDict, data: LDict, merged: LDict) -> None:
                 if effect not in item and isinstance(old.get(effect), str):
                     scaled = scale_quantity(old[effect], now / was)
                     new.put(effect, scaled, item.key_pos[cause], item.val_pos[cause])
+        _couple_slices(old, item, new)
+
+
+def _couple_slices(old: LDict, item: LDict, new: LDict) -> None:
+    """A derived sliced cache that changes its capacity and not its slices or bandwidth
+    keeps the inherited slice size: its slice count is the new capacity over it (whole
+    slices, at least one), and its bandwidth follows the slices (the rule of
+    dse.model.batch._slice_scale, on the YAML route)."""
+    was = old.get("slices")
+    if not (isinstance(was, int) and was > 0 and "capacity" in item and "slices" not in item
+            and "bandwidth" not in item and isinstance(old.get("bandwidth"), str)):
+        return
+    try:
+        ratio = to_kind(item["capacity"], BYTES) / to_kind(old["capacity"], BYTES)
+    except (UnitError, TypeError, ZeroDivisionError):
+        return  # the schema reports the bad capacity
+    if not ratio > 0 or ratio == float("inf"):
+        return
+    count = max(1, round(was * ratio))
+    at = (item.key_pos["capacity"], item.val_pos["capacity"])
+    new.put("slices", count, *at)
+    new.put("bandwidth", scale_quantity(old["bandwidth"], count / was), *at)
 
 
 def validate(schema: type[BaseModel], data: LDict, context: dict[str, Any] | None = None

@@ -299,7 +299,7 @@ class MemoryLevel(Spec):
     slices: int | None = Field(default=None, gt=0)
     """Slices of a shared cache or SRAM (an L2 / last-level cache): `capacity` and `bandwidth`
     are the totals, split evenly. A design that changes `capacity` adds or removes whole
-    slices of this size, and its bandwidth follows the slices (README, "Memory hierarchy").
+    slices of this size, and its bandwidth follows the slices (README, "Caches as slices").
     Without it the level's bandwidth is fixed whatever its capacity."""
     slices_per: Literal["stack"] | None = None
     """`stack`: the slices sit on the memory partitions (GH100, MI300X's Infinity Cache), so a

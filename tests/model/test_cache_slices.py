@@ -121,6 +121,25 @@ def test_slices_per_stack_follow_the_hbm_stacks():
     assert list(l2(db, "Infinity Cache")[0]) == [32, 32]
 
 
+def test_slices_per_stack_on_the_yaml_route(tmp_path):
+    f = tmp_path / "four.yaml"
+    f.write_text("base: mi300x\nsource: test\nmemory:\n  - {name: HBM3, stacks: 4}\n")
+    lv = next(m for m in load_hardware(f).memory if m.name == "Infinity Cache")
+    assert (lv.slices, lv.capacity, lv.bandwidth) == (64, 128 * MiB, pytest.approx(8.6e12))
+    lv = next(m for m in load_hardware("mi300x").memory if m.name == "Infinity Cache")
+    assert lv.slices == 128  # the base is untouched
+
+
+def test_study_route_numbers_in_bytes():
+    """A study hands capacities as numbers in bytes; the same rule applies."""
+    db = design_batch(load_hardware("h100-sxm"),
+                      {"memory.L2.capacity": np.array([16, 105]) * float(MiB),
+                       "compute.units": np.array([120, 144])})
+    slices, _, bw = l2(db)
+    assert list(slices) == [32, 210]
+    assert bw == pytest.approx([32 * 6.65e10, 210 * 6.65e10])
+
+
 def test_bad_slices_are_refused(tmp_path):
     with pytest.raises(DseError, match="not a shared on-chip level"):
         design_batch(load_hardware("h100-sxm"), {"memory.HBM3.slices": 4})

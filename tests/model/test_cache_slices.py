@@ -121,6 +121,15 @@ def test_slices_per_stack_follow_the_hbm_stacks():
     assert list(l2(db, "Infinity Cache")[0]) == [32, 32]
 
 
+def test_slices_null_turns_the_rule_off(tmp_path):
+    f = tmp_path / "fixed.yaml"
+    f.write_text("base: middle-ground\nsource: test\nmemory:\n"
+                 "  - {name: L2, slices: null, bandwidth: 6.65 TB/s}\n")
+    db = design_batch(load_hardware(f), {"memory.L2.capacity": ["16 MiB", "1 GiB"]})
+    assert list(l2(db)[0]) == [0, 0]
+    assert l2(db)[2] == pytest.approx([6.65e12, 6.65e12])
+
+
 def test_slices_per_stack_on_the_yaml_route(tmp_path):
     f = tmp_path / "four.yaml"
     f.write_text("base: mi300x\nsource: test\nmemory:\n  - {name: HBM3, stacks: 4}\n")

@@ -5,7 +5,9 @@ vocabulary (`dse.spec.vocabulary`: `compute.units`, `memory.L2.capacity`,
 `memory[2].bandwidth`, `compute.matrix.peak_per_unit.bf16`, `tdp` ...), each holding one
 value or N values (numbers in SI units, or strings with units). The vocabulary checks each
 value against its field's rules; coupled quantities follow their cause (HBM stacks scale
-capacity and bandwidth, the clock scales per-cycle quantities, units scale per-unit ones).
+capacity and bandwidth, the clock scales per-cycle quantities, units scale per-unit ones; a
+sliced cache's capacity sets its slice count and its bandwidth follows the slices, see
+`_slice_scale`).
 The batch holds every quantity the models read as an array over designs ([N], or [N, L] for
 memory levels), in SI units. No I/O.
 """
@@ -57,6 +59,7 @@ class DesignBatch:
     per_unit: np.ndarray  # [L] bool: one instance per compute unit
     stacks: np.ndarray  # [N, L] HBM stacks of each level (0: none or not an HBM level)
     channels: np.ndarray  # [N, L] DRAM channels of each level (0: none given)
+    slices: np.ndarray  # [N, L] slices of a sliced cache (0: not described as slices)
     peak_bandwidth: np.ndarray  # [N, L] B/s datasheet peak, chip total
     capacity: np.ndarray  # [N, L] bytes, chip total
     unit_capacity: np.ndarray  # [N, L] bytes per instance (per unit or the whole level)
@@ -224,6 +227,38 @@ def _tile(v: _Values, c) -> tuple[int, int, int] | np.ndarray | None:
                      for j, p in enumerate(paths)], axis=1)
 
 
+def _slice_scale(v: _Values, spec: HardwareSpec, lv, scale: dict[str, np.ndarray]
+                 ) -> np.ndarray:
+    """The slice count of each design of level `lv` ([N]; 0 where the level gives no
+    slices), and the factors it puts on the level's capacity and bandwidth (into `scale`,
+    where neither they nor the slices are given; a given `slices` scales them through
+    COUPLED). The rule (README, "Caches as slices"): a slice keeps the size and bandwidth
+    the spec gives it (capacity / slices, bandwidth / slices). A design that changes the
+    capacity changes the slice count at that size, rounded to whole slices (at least one),
+    so its capacity is as given and its bandwidth follows the slices, as adding slices to a
+    floorplan does; with `slices_per: stack`, a design that changes the HBM stacks and
+    not this level's capacity scales the slices with the stacks (memory partitions), and
+    capacity and bandwidth follow."""
+    at = f"memory.{lv.name}"
+    if lv.slices is None:
+        return v.get(f"{at}.slices", 0) if v.given(f"{at}.slices") else np.zeros(v.n)
+    if v.given(f"{at}.slices"):
+        return v.get(f"{at}.slices", None)
+    if v.given(f"{at}.capacity"):
+        count = np.maximum(1.0, np.round(v.get(f"{at}.capacity", None) / lv.slice_capacity()))
+    elif lv.slices_per == "stack" and (hbm := next(
+            (m for m in spec.memory if m.stacks is not None), None)) is not None \
+            and v.given(f"memory.{hbm.name}.stacks"):
+        count = np.maximum(1.0, np.round(lv.slices * v.get(f"memory.{hbm.name}.stacks", None)
+                                         / hbm.stacks))
+        scale.setdefault("capacity", count / lv.slices)
+    else:
+        return np.full(v.n, float(lv.slices))
+    if not v.given(f"{at}.bandwidth"):
+        scale["bandwidth"] = count / lv.slices
+    return count
+
+
 def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None) -> DesignBatch:
     """The designs `spec` with each override applied. All override arrays must have the same
     length N (scalars broadcast); no overrides gives one design. Bad paths or values raise
@@ -269,12 +304,16 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
     matrix_typical = v.get("compute.matrix.achievable.typical", ach.typical if ach else None)
 
     cap_unit, bw_unit, frac, stacks, channels, gfrac, grain = [], [], [], [], [], [], []
+    slices = []
     for lv in spec.memory:
         at = f"memory.{lv.name}"
         scale: dict[str, np.ndarray] = {}  # effect -> factor of its coupled cause
         for cause, effects in COUPLED.items():
             if not v.given(f"{at}.{cause}"):
                 continue
+            if cause == "slices" and not (lv.kind in ON_CHIP_KINDS and lv.scope == "shared"):
+                raise DseError(f"--set {at}.slices: level '{lv.name}' is not a shared on-chip "
+                               "level (an L2 or last-level cache)")
             if cause == "stacks" and lv.interface not in HBM_INTERFACES:
                 raise DseError(f"--set {at}.stacks: level '{lv.name}' is not an HBM level")
             if cause == "channels" and lv.interface not in CHANNEL_INTERFACES:
@@ -287,6 +326,8 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
             if old is not None:
                 factor = v.get(f"{at}.{cause}", None) / old
                 scale.update({e: factor for e in effects if not v.given(f"{at}.{e}")})
+        n_slices = _slice_scale(v, spec, lv, scale)
+        slices.append(n_slices)
         cap_unit.append(v.get(f"{at}.capacity", lv.capacity) * scale.get("capacity", 1.0))
         bw_unit.append(v.get(f"{at}.bandwidth", lv.bandwidth) * scale.get("bandwidth", 1.0))
         frac.append(v.get(f"{at}.achievable.fraction",
@@ -330,6 +371,7 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
         level_kinds=tuple(lv.kind for lv in spec.memory),
         resident=np.array([lv.holds_resident for lv in spec.memory]),
         per_unit=per_unit, stacks=np.stack(stacks, axis=1), channels=np.stack(channels, axis=1),
+        slices=np.stack(slices, axis=1),
         peak_bandwidth=peak_bandwidth,
         capacity=cap_u * mult, unit_capacity=cap_u, bandwidth=bandwidth,
         gather_bandwidth=gather_bandwidth, gather_granularity=gather_granularity,

@@ -49,10 +49,35 @@ class StepEnergy:
         return self.compute + self.memory.sum(axis=1) + self.links
 
 
+# A sliced cache's energy per byte grows with its capacity (README, "Caches as slices"). The
+# node files give `cache` as a 1 MB SRAM access plus ~4 mm of on-chip wire (Dally's wire
+# energy; TPUv4i Table 2: 1 MB SRAM 1.75 pJ/B against 0.94-1.06 pJ/B for the 8-32 KB arrays
+# of the node's `sram` figure, so the array share is 1.75 x `sram`). The rest is wire, and
+# wire energy is proportional to distance: the mean distance between two points of a square
+# is 0.52 x its side, and the side grows with sqrt(capacity) at a fixed density (the
+# wire-delay argument of CACTI: Muralimanohar, Balasubramonian and Jouppi, "CACTI 6.0",
+# HP Labs 2009, where global-wire H-tree energy dominates large caches). ~4 mm is the mean
+# distance across 50 MiB of N4/N5 cache (0.81 mm2/MiB: side 6.4 mm, mean 3.3 mm), so the
+# table's figure is taken to hold at 50 MiB, GH100's L2, which leaves h100-sxm's own energy
+# as it was. Per-access latency is not modelled (the performance model is throughput-bound
+# per operator, with a fixed per-operator overhead), so no latency rule is needed.
+CACHE_ARRAY_SHARE = 1.75  # x the node's `sram` J/B: a 1 MB array access (TPUv4i Table 2)
+CACHE_ENERGY_CAPACITY = 50 * 2**20  # bytes at which the node's `cache` J/B holds (above)
+
+
+def sliced_cache_energy(cache: float, sram: float, capacity: np.ndarray) -> np.ndarray:
+    """J per byte of a sliced cache of `capacity` bytes ([N]): the array access
+    (CACHE_ARRAY_SHARE x `sram`, capped at `cache`) plus the node's wire share, scaled by
+    sqrt(capacity / CACHE_ENERGY_CAPACITY)."""
+    array = min(CACHE_ARRAY_SHARE * sram, cache)
+    return array + (cache - array) * np.sqrt(capacity / CACHE_ENERGY_CAPACITY)
+
+
 def level_energy(db: DesignBatch, tech: TechSpec) -> np.ndarray:
-    """[L] J per byte moved at each level: SRAM and caches by kind; DRAM by its interface
-    (an interface name in the node file overrides its family); host memory and CXL add the
-    link that reaches them (PCIe, or NVLink-C2C)."""
+    """[N, L] J per byte moved at each level: SRAM and caches by kind (a cache given as
+    slices by its capacity, `sliced_cache_energy`); DRAM by its interface (an interface name
+    in the node file overrides its family); host memory and CXL add the link that reaches
+    them (PCIe, or NVLink-C2C)."""
     table = tech.energy.memory.per_byte
 
     def by_interface(iface: str | None) -> float:
@@ -64,9 +89,11 @@ def level_energy(db: DesignBatch, tech: TechSpec) -> np.ndarray:
     hl = spec.interconnect.host_link if spec.interconnect else None
     host_link = by_interface(hl.interface) if hl is not None and hl.interface else \
         table["host"]
-    out = []
-    for level in spec.memory:
-        if level.kind in ("register", "sram"):
+    out: list[float | np.ndarray] = []
+    for i, level in enumerate(spec.memory):
+        if level.kind == "cache" and level.slices is not None:
+            out.append(sliced_cache_energy(table["cache"], table["sram"], db.capacity[:, i]))
+        elif level.kind in ("register", "sram"):
             out.append(table["sram"])
         elif level.kind == "cache":
             out.append(table["cache"])
@@ -78,7 +105,8 @@ def level_energy(db: DesignBatch, tech: TechSpec) -> np.ndarray:
             out.append(by_interface("cxl") if "cxl" in table else table["host"] + table["ddr"])
         else:
             out.append(by_interface(level.interface))
-    return np.array(out)
+    return np.stack([np.broadcast_to(np.asarray(e, dtype=float), (db.n,)) for e in out],
+                    axis=1)
 
 
 def _op_energy(table: OpEnergy, precision: str) -> float:
@@ -126,7 +154,7 @@ def step_energy(db: DesignBatch, tech: TechSpec, precision: np.ndarray, matrix: 
                                            executed_precision(db.vector_peak, p))
     compute = np.einsum("nj,nj->n", count * flops, per_op)
     ops = traffic.shape[1]  # traffic covers the first operators; collectives move none
-    memory = np.einsum("nj,njl->nl", count[:, :ops], traffic) * level_energy(db, tech)[None, :]
+    memory = np.einsum("nj,njl->nl", count[:, :ops], traffic) * level_energy(db, tech)
     links = (count * link_bytes).sum(axis=-1) * tech.energy.memory.per_byte["c2c"] \
         if np.size(link_bytes) else np.zeros(db.n)
     return StepEnergy(compute=compute, memory=memory, links=links)

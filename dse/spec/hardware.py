@@ -296,6 +296,15 @@ class MemoryLevel(Spec):
     """Number of HBM stacks (area model: one PHY and controller each)."""
     channels: int | None = Field(default=None, gt=0)
     """Number of DDR/LPDDR/GDDR channels at the standard's width (area model)."""
+    slices: int | None = Field(default=None, gt=0)
+    """Slices of a shared cache or SRAM (an L2 / last-level cache): `capacity` and `bandwidth`
+    are the totals, split evenly. A design that changes `capacity` adds or removes whole
+    slices of this size, and its bandwidth follows the slices (README, "Caches as slices").
+    Without it the level's bandwidth is fixed whatever its capacity."""
+    slices_per: Literal["stack"] | None = None
+    """`stack`: the slices sit on the memory partitions (GH100, MI300X's Infinity Cache), so a
+    design that changes the chip's HBM stacks (and not this level's capacity or slices)
+    scales the slices, and with them capacity and bandwidth, in proportion."""
     achievable: Achievable | None = None
     """Achieved fraction of `bandwidth` (e.g. a STREAM-like copy), with its source."""
     gather: GatherAccess | None = None
@@ -317,7 +326,21 @@ class MemoryLevel(Spec):
             raise ValueError("stacks needs an HBM interface (hbm2 ... hbm4)")
         if self.channels is not None and self.interface not in CHANNEL_INTERFACES:
             raise ValueError("channels needs a DDR, LPDDR or GDDR interface")
+        if self.slices is not None and not (on_chip and self.scope == "shared"):
+            raise ValueError("slices is for a shared on-chip level (an L2 or last-level "
+                             f"cache), not a {self.scope} {self.kind} level")
+        if self.slices_per is not None and self.slices is None:
+            raise ValueError("slices_per needs slices: N (the slice count at the stated "
+                             "stacks)")
         return self
+
+    def slice_capacity(self) -> float | None:
+        """Bytes per slice (None: the level is not described as slices)."""
+        return self.capacity / self.slices if self.slices else None
+
+    def slice_bandwidth(self) -> float | None:
+        """B/s per slice (None: the level is not described as slices)."""
+        return self.bandwidth / self.slices if self.slices else None
 
     @property
     def holds_resident(self) -> bool:

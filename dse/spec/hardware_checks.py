@@ -29,6 +29,12 @@ def hierarchy_issues(spec: HardwareSpec) -> list[tuple[tuple[str | int, ...], st
             issues.append((("memory", i, "kind"),
                            f"a {outer.kind} level cannot sit outside a {inner.kind} level "
                            f"(memory[{i - 1}] '{inner.name}'); list levels innermost first"))
+    hbm = [lv for lv in spec.memory if lv.stacks is not None]
+    for i, level in enumerate(spec.memory):
+        if level.slices_per == "stack" and len(hbm) != 1:
+            issues.append((("memory", i, "slices_per"),
+                           "slices_per: stack needs exactly one HBM level with stacks: N "
+                           f"(found {len(hbm)})"))
     if spec.technology is not None and spec.compute.style is not None:
         issues.extend(_area_needs(spec))
     pk = spec.technology.package if spec.technology else None

@@ -24,7 +24,7 @@ from dse.spec.messages import issue_at, issues_from, locate
 from dse.spec.types import CLOCK_CONTEXT_KEY, CLOCK_INVALID_KEY
 from dse.spec.vocabulary import COUPLED
 from dse.spec.yamlpos import LDict, LList, read_yaml
-from dse.units import FREQUENCY, UnitError, scale_quantity, to_kind
+from dse.units import BYTES, FREQUENCY, UnitError, scale_quantity, to_kind
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 LIBRARY_FOLDERS = {"hardware": "hwspecs", "workload": "workloads", "study": "studies",
@@ -308,8 +308,10 @@ def _drop_die_facts(base: LDict, data: LDict) -> LDict:
 def _couple(base: LDict, data: LDict, merged: LDict) -> None:
     """Coupled quantities (dse.spec.vocabulary.COUPLED) on the YAML route: a derived level
     that changes its HBM stacks or DRAM channels and not its capacity or bandwidth scales
-    them per stack (channel) from the inherited values. It writes only into levels both
-    files name, which `_merge` has just built (never into values read from a file)."""
+    them per stack (channel) from the inherited values; a sliced cache likewise follows a new
+    capacity or, with `slices_per: stack`, new stacks. It writes only into levels both
+    files name, which `_merge` has just built, or into copies (never into values read from
+    a file)."""
     mine, inherited, out = data.get("memory"), base.get("memory"), merged.get("memory")
     if not (_named(mine) and _named(inherited) and _named(out)):
         return
@@ -327,6 +329,60 @@ def _couple(base: LDict, data: LDict, merged: LDict) -> None:
                 if effect not in item and isinstance(old.get(effect), str):
                     scaled = scale_quantity(old[effect], now / was)
                     new.put(effect, scaled, item.key_pos[cause], item.val_pos[cause])
+        _couple_slices(old, item, new)
+    _couple_partitions(by_name, mine, out)
+
+
+def _couple_partitions(inherited: dict[str, LDict], mine: LList, out: LList) -> None:
+    """A derived file that changes its HBM stacks scales the slices of an inherited cache
+    with `slices_per: stack` in proportion (whole slices, at least one), and its capacity
+    and bandwidth with them, unless it names that cache's capacity, slices or bandwidth
+    (the rule of dse.model.batch._slice_scale, on the YAML route). The cache's merged
+    mapping is replaced by a copy, never written into."""
+    changed = [(item, inherited[item["name"]]) for item in mine
+               if item["name"] in inherited and isinstance(item.get("stacks"), int)
+               and isinstance(inherited[item["name"]].get("stacks"), int)
+               and inherited[item["name"]]["stacks"] > 0 and item["stacks"] > 0]
+    if len(changed) != 1:
+        return
+    item, old = changed[0]
+    ratio = item["stacks"] / old["stacks"]
+    named = {m["name"]: m for m in mine}
+    for i, level in enumerate(out):
+        was = level.get("slices")
+        own = named.get(level["name"], {})
+        if level.get("slices_per") != "stack" or not (isinstance(was, int) and was > 0) \
+                or any(k in own for k in ("capacity", "slices", "bandwidth")):
+            continue
+        count = max(1, round(was * ratio))
+        copy = _without(level, ())
+        at = (item.key_pos["stacks"], item.val_pos["stacks"])
+        copy.put("slices", count, *at)
+        for key in ("capacity", "bandwidth"):
+            if isinstance(level.get(key), str):
+                copy.put(key, scale_quantity(level[key], count / was), *at)
+        out[i] = copy
+
+
+def _couple_slices(old: LDict, item: LDict, new: LDict) -> None:
+    """A derived sliced cache that changes its capacity and not its slices or bandwidth
+    keeps the inherited slice size: its slice count is the new capacity over it (whole
+    slices, at least one), and its bandwidth follows the slices (the rule of
+    dse.model.batch._slice_scale, on the YAML route)."""
+    was = old.get("slices")
+    if not (isinstance(was, int) and was > 0 and "capacity" in item and "slices" not in item
+            and "bandwidth" not in item and isinstance(old.get("bandwidth"), str)):
+        return
+    try:
+        ratio = to_kind(item["capacity"], BYTES) / to_kind(old["capacity"], BYTES)
+    except (UnitError, TypeError, ZeroDivisionError):
+        return  # the schema reports the bad capacity
+    if not ratio > 0 or ratio == float("inf"):
+        return
+    count = max(1, round(was * ratio))
+    at = (item.key_pos["capacity"], item.val_pos["capacity"])
+    new.put("slices", count, *at)
+    new.put("bandwidth", scale_quantity(old["bandwidth"], count / was), *at)
 
 
 def validate(schema: type[BaseModel], data: LDict, context: dict[str, Any] | None = None

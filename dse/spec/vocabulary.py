@@ -12,7 +12,9 @@ takes any precision of the schema, a `<level>` segment any memory level name of 
 
 Coupled quantities follow their cause (`COUPLED`): changing an HBM level's `stacks` (or a
 DRAM level's `channels`) scales its capacity and bandwidth per stack (channel) unless those
-are given too; `compute.clock` scales every quantity the spec gives per cycle;
+are given too; a sliced cache's `slices` likewise; changing the capacity of a sliced cache
+changes its slice count at the same slice size, and its bandwidth follows the slices
+(`dse.model.batch`); `compute.clock` scales every quantity the spec gives per cycle;
 `compute.units` scales per-unit rates and per-unit memory levels by construction. No I/O.
 """
 
@@ -37,7 +39,8 @@ from dse.spec.hardware import PRECISIONS, HardwareSpec
 PRECISION_SLOT = "<precision>"
 LEVEL_SLOT = "<level>"
 # Cause -> fields of the same memory level that scale with it unless also given.
-COUPLED = {"stacks": ("capacity", "bandwidth"), "channels": ("capacity", "bandwidth")}
+COUPLED = {"stacks": ("capacity", "bandwidth"), "channels": ("capacity", "bandwidth"),
+           "slices": ("capacity", "bandwidth")}
 
 
 @dataclass(frozen=True)

@@ -192,8 +192,9 @@ def geometry(die_mm2: np.ndarray, dies: np.ndarray, stacks: np.ndarray, rules: P
                      f"short ({short[i]:.1f} mm) HBM edges hold {capacity[i]:.0f} stacks of "
                      f"{w:.2f} mm")
             edge = "HBM edge"
-        edge_reason[i] = (f"{stacks[i]:.0f} {name} stacks on {on} need {per_edge[i]:.0f} per "
-                          f"{edge} ({use[i]:.0f} HBM edges per die); {holds} (reaching "
+        edge_reason[i] = (f"{stacks[i]:.0f} {name} stacks as built (with the base's spare "
+                          f"sites) on {on} need {per_edge[i]:.0f} per {edge} "
+                          f"({use[i]:.0f} HBM edges per die); {holds} (reaching "
                           f"{overhang:.1f} mm past each end; modelled die {die_mm2[i]:.0f} "
                           f"mm2, aspect {aspect:.2f})")
     for i in np.flatnonzero(no_hbm | over):

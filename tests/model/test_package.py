@@ -87,7 +87,8 @@ def test_eight_hbm3_stacks_on_one_die_infeasible_with_the_edge_named():
     assert r.feasible[0] and g.per_edge_needed[0] == 3 and g.per_long_edge[0] == 3
     assert not r.feasible[1] and not g.edges_fit[1]
     why = r.reason[1]
-    assert "8 HBM3 stacks on 1 die need 4 per long edge" in why
+    assert ("8 HBM3 stacks as built (with the base's spare sites) on 1 die need 4 per long "
+            "edge") in why
     assert f"a {g.long_mm[1]:.1f} mm long edge holds 3 stacks of 11.00 mm" in why
 
 
@@ -190,7 +191,9 @@ def test_study_constraints_name_the_edge():
     # 8 stacks beside a ~730 mm2 die: the whole-perimeter shoreline nearly fits them (24 mm2
     # of padding); the per-edge rule does not.
     assert out.constraints["hbm_stacks_over_edges"][1] > 0
-    assert not out.feasible[1] and "8 HBM3 stacks on 1 die need 4 per long edge" in out.reason[1]
+    assert not out.feasible[1] and (
+        "8 HBM3 stacks as built (with the base's spare sites) on 1 die need 4 per long "
+        "edge") in out.reason[1]
 
 
 def test_in_plane_beyond_dies_refused_at_load(tmp_path):

@@ -554,28 +554,19 @@ def _alternative(data, name: str, alt: Alternative, main: Study,
         issues.append(issue_at(data, loc, "the alternative sets every parameter of the study: "
                                           "nothing is left to vary"))
     given = alt.constraints.model_dump(exclude_unset=True)
-    budget_given = "area" in given or "area_of" in given
-    if "area" in given:
-        given["area_of"] = None
-    elif "area_of" in given:
-        given["area"] = None
+    # a budget is given once: a quantity (area, cost) replaces the study's chip (area_of,
+    # cost_of) and the reverse; each budget the alternative gives is resolved again
+    budgets = {"area": main.area_budget, "cost": main.cost_budget}
+    changed = [q for q in budgets if q in given or f"{q}_of" in given]
+    for q in changed:
+        given[f"{q}_of" if q in given else q] = None
     constraints = spec.constraints.model_copy(update=given)
-    budget = main.area_budget
-    if budget_given:
-        budget = constraints.area
-        if constraints.area_of is not None:
-            budget = _modelled_area(data, constraints.area_of, main.path.parent, issues,
-                                    loc=(*loc, "constraints", "area_of"))
-    cost_budget = main.cost_budget
-    if "cost" in given or "cost_of" in given:
-        if "cost" in given:
-            constraints = constraints.model_copy(update={"cost_of": None})
-        else:
-            constraints = constraints.model_copy(update={"cost": None})
-        cost_budget = constraints.cost
-        if constraints.cost_of is not None:
-            cost_budget = _modelled_cost(data, constraints.cost_of, main.path.parent, issues,
-                                         loc=(*loc, "constraints", "cost_of"))
+    modelled = {"area": _modelled_area, "cost": _modelled_cost}
+    for q in changed:
+        chip = getattr(constraints, f"{q}_of")
+        budgets[q] = getattr(constraints, q) if chip is None else modelled[q](
+            data, chip, main.path.parent, issues, loc=(*loc, "constraints", f"{q}_of"))
+    budget, cost_budget = budgets["area"], budgets["cost"]
     if len(issues) > before:
         return None
     set_text = {**(spec.set or {}), **alt.set}

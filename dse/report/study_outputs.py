@@ -21,6 +21,7 @@ from dse.report.study_summary import (
     robustness_console,
     summary_markdown,
 )
+from dse.report.verdict import verdict
 from dse.search import outputs, robustness
 from dse.search.objective import baseline_of
 from dse.search.run import Options, Progress, open_storage, out_dir, storage_url
@@ -113,14 +114,16 @@ def facts(study: Study, t: outputs.Tables, run_line: str, extra: list[str]) -> F
                  units_of=outputs.objective_units(study), directions=study.directions,
                  workloads=workloads, shown_by=shown_by, base_throughput=baseline,
                  limits=limits, infeasible=outputs.infeasible_reasons(study, t.trials),
-                 budget_mm2=study.area_budget, extra=extra, reference_params=refs)
+                 budget_mm2=study.area_budget, extra=extra, reference_params=refs,
+                 tdp_w=study.hardware.tdp)
 
 
 def _summary(study: Study, t: outputs.Tables, stored: optuna.Study | None, f: Facts) -> str:
     best = [r for _, r in best_rows(t.pareto, f.objectives, study.directions)]
     bounds = {int(r["number"]): _bounds(study, r) for r in best}
     return summary_markdown(f, t.trials, t.pareto, t.references, bounds,
-                            _importances(study, stored))
+                            _importances(study, stored),
+                            opening=verdict(f, t.trials, t.pareto, t.references))
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,9 @@ def _sensitivity(study: Study, t: outputs.Tables, alternatives: dict[str, Report
         alt = study.alternatives[name]
         changes = robustness.describe((study.spec.alternatives or {})[name])
         if rep.tables is not None:
-            runs.append(_run_of(alt, name, changes, rep.tables, band_of, anchor))
+            run = _run_of(alt, name, changes, rep.tables, band_of, anchor)
+            runs.append(replace(run, description=(study.spec.alternatives or {})[name]
+                                .description or ""))
     return runs
 
 

@@ -75,6 +75,7 @@ class Facts:
     seed: int | None = None  # alternative
     # (chip, parameter column -> its value) of each reference chip, in the study's order
     reference_params: list[tuple[str, dict[str, float]]] = field(default_factory=list)
+    tdp_w: float | None = None  # the base chip's TDP, which the power model holds designs to
 
 
 def best_rows(front: pd.DataFrame, objectives: list[str], directions: list[str]
@@ -559,15 +560,19 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
 
 def summary_markdown(facts: Facts, trials: pd.DataFrame, front: pd.DataFrame,
                      references: pd.DataFrame, bounds: dict[int, dict[str, str]],
-                     importances: dict[str, dict[str, float]]) -> str:
-    """The summary as Markdown. bounds: trial number -> workload -> bound shares."""
+                     importances: dict[str, dict[str, float]],
+                     opening: list[str] | None = None) -> str:
+    """The summary as Markdown. bounds: trial number -> workload -> bound shares; opening:
+    the verdict section (dse.report.verdict), which replaces the answer paragraphs."""
     lines = [f"# Study `{facts.name}`", ""]
     if facts.description:
         lines += [facts.description, ""]
-    lines += [p for para in answer(facts, trials, front, references) for p in (para, "")]
-    lines += [f"Run: {facts.run_line}.", ""]
-    for e in facts.extra:
-        lines += [e, ""]
+    run = [f"Run: {facts.run_line}.", "", *(x for e in facts.extra for x in (e, ""))]
+    if opening:  # the run's own lines first: its timings are not part of the verdict
+        lines += [*run, *opening]
+    else:
+        lines += [p for para in answer(facts, trials, front, references) for p in (para, "")]
+        lines += run
     best = best_rows(front, facts.objectives, facts.directions)
     columns = [(w, col, unit) for w, col, unit in facts.workloads if col not in facts.shown_by]
     if best:

@@ -96,6 +96,8 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
     constraints: dict[str, np.ndarray] = {}
     why: dict[int, list[str]] = defaultdict(list)  # only the designs that break something
     columns: dict[str, np.ndarray] = {p: np.asarray(v, dtype=float) for p, v in params.items()}
+    if "bf16" in db.matrix_peak:  # what a design gives up in peak FLOPS (summary's verdict)
+        columns["peak_bf16_flop_per_s"] = db.matrix_peak["bf16"]
     area_mm2 = np.full(n, np.nan)
     cost_usd: np.ndarray | None = None
     if tech is not None:

@@ -340,6 +340,7 @@ class Run:
     feasible: int
     best: dict[str, pd.Series]  # objective column -> the best feasible design
     findings: list[Finding]
+    description: str = ""  # the alternative's own words for its assumption (study file)
 
 
 def verdicts(runs: list[Run]) -> list[tuple[Finding, list[tuple[str, Finding | None]]]]:

@@ -65,10 +65,12 @@ def test_summary_answers_in_words_without_repeats_with_units_and_the_base(tmp_pa
     r = _run(_write(tmp_path), out)
     assert r.exit_code == 0, r.output
     text = (out / "summary.md").read_text()
-    # the answer first, in words
-    first = text.split("\n\n")[1]
-    assert first.startswith("**Answer.**") and "trial" in first
-    assert "h100-sxm's (the base)" in text and "gpu-like's" in first
+    # the run line, then the verdict in words, then the ratios to each chip
+    paragraphs = text.split("\n\n")
+    assert paragraphs[1].startswith("Run: ") and paragraphs[2] == "## Verdict"
+    assert paragraphs[3].startswith("**The best ") and "trial" in paragraphs[3]
+    assert paragraphs[4].startswith("Against gpu-like, it ")  # the first chip not the base
+    assert "| x h100-sxm (base) | x gpu-like |" in text
     # the run line once (it was there twice, once as '40 trials, 32 feasible ...')
     assert text.count("trials in the study") == 1
     assert not re.search(r"^\d+ trials, \d+ feasible", text, re.M)

@@ -49,7 +49,7 @@ import numpy as np
 
 from dse import units
 from dse.errors import DseError
-from dse.model import training
+from dse.model import die_links, training
 from dse.model.area import area
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.chunks import chunked  # issue 15: chunked evaluation
@@ -368,6 +368,8 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     the designs of `hw` are then that many (one design is repeated), and
     `Evaluation.batch_values` holds them. Not for phase training."""
     db = hw if isinstance(hw, DesignBatch) else design_batch(hw, overrides)
+    if tech is not None:  # a package of several dies: DRAM traffic crosses their joints
+        db = die_links.with_joint_bound(db, tech)
     per_design = None
     if isinstance(batch, list | tuple | np.ndarray):
         per_design, batch = _batch_values(batch, db.n), None

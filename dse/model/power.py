@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.model import die_links
 from dse.model.batch import DesignBatch
 from dse.model.kernel import FALLBACK, executed_precision, overlap
 from dse.spec.hardware import interface_family
@@ -105,8 +106,11 @@ def level_energy(db: DesignBatch, tech: TechSpec) -> np.ndarray:
             out.append(by_interface("cxl") if "cxl" in table else table["host"] + table["ddr"])
         else:
             out.append(by_interface(level.interface))
-    return np.stack([np.broadcast_to(np.asarray(e, dtype=float), (db.n,)) for e in out],
-                    axis=1)
+    per_level = np.stack([np.broadcast_to(np.asarray(e, dtype=float), (db.n,)) for e in out],
+                         axis=1)
+    # a package of several dies: a DRAM byte crosses die-to-die joints (dse.model.die_links)
+    crossing = die_links.crossing_energy(db, tech)
+    return per_level + np.where(die_links.package_dram(db)[None, :], crossing[:, None], 0.0)
 
 
 def _op_energy(table: OpEnergy, precision: str) -> float:

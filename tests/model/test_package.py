@@ -110,7 +110,8 @@ def test_eight_stacks_feasible_on_two_dies_that_pay_for_their_link():
 
 
 def test_interposer_over_its_technology_limit_infeasible(tmp_path):
-    # B200's two dies and 8 stacks on CoWoS-S (3.3 reticles, 2,831 mm2) do not fit; on CoWoS-L they do.
+    # B200's two dies and 8 stacks on CoWoS-S (3.3 reticles, 2,831 mm2) do not fit;
+    # on CoWoS-L they do.
     spec = load_hardware("b200")
     r = area(design_batch(spec), N4, package=True)
     assert r.feasible[0] and r.geometry is not None

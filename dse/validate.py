@@ -469,12 +469,18 @@ def hardware_facts(rows: Sequence[Row]) -> list[dict]:
                 continue
             db = design_batch(spec)
             die = area(db, tech)
-            rec.update(node=tech.node, area_mm2=float(die.total_mm2[0]),
+            mm2 = float(die.total_mm2[0])
+            rec.update(node=tech.node, area_mm2=mm2 if math.isfinite(mm2) else None,
                        published_mm2=die.published_mm2)
             if tech.wafer is None or tech.market is None:
                 rec["note"] = f"no cost model for node {tech.node}"
                 continue
-            rec["cost_per_chip_usd"] = float(cost(db, tech, die).total_usd[0])
+            c = cost(db, tech, die)
+            usd = float(c.total_usd[0])
+            if math.isfinite(usd):
+                rec["cost_per_chip_usd"] = usd
+            else:  # a die no wafer yields (JSON holds finite numbers only)
+                rec["note"] = str(c.reason[0]) or "no cost: no good die from a wafer"
         except DseError as e:  # the rows of this chip already say why they failed
             rec["note"] = str(e)
     return out

@@ -241,3 +241,19 @@ def test_trials_carry_their_cost_per_chip_as_a_user_attribute(mg):
     for t in trials:
         assert t.user_attrs["cost_per_chip_usd"] == pytest.approx(
             rows.loc[t.number, "cost_per_chip_usd"])
+
+
+def test_validate_hardware_view_of_a_chip_no_wafer_yields_is_valid_json(tmp_path):
+    """A die no package can hold has no finite cost: the view says why instead of writing
+    Infinity into the JSON."""
+    (tmp_path / "huge.yaml").write_text("base: h100-sxm\nsource: test\nname: huge\n"
+                                        "compute:\n  units: 40000\n")
+    csv = tmp_path / "m.csv"
+    csv.write_text("id,hardware,chips,tp,pp,workload,phase,precision,batch,seq_in,seq_out,"
+                   "metric,value,confidence,source\nX1,./huge.yaml,1,1,1,gemm:1024x1024x1024,"
+                   "gemm,bf16,1,,,achieved_flop_per_s,2.7e+14,high,test\n")
+    r = runner.invoke(app, ["validate", "--measurements", str(csv), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    (chip,) = json.loads(r.output)["hardware"]
+    assert chip["hardware"] == "./huge.yaml" and chip["cost_per_chip_usd"] is None
+    assert chip["area_mm2"] > 100_000 and "exceeds" in chip["note"]

@@ -413,7 +413,7 @@ def validate(
         raise DseError("--format: expected table or json")
     rows, invalid = view.screen(_with_progress(
         "validate", lambda report: val.run(measurements or None, progress=report)))
-    doc = view.validation_document(rows, val.summary(rows), invalid)
+    doc = view.validation_document(rows, val.summary(rows), invalid, val.hardware_facts(rows))
     if plot is not None:
         view.draw(view.plot_data(rows), plot)
     if fmt is Format.json:

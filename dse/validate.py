@@ -71,6 +71,7 @@ class Row:
     skipped: str | None = None
     note: str | None = None
     bound: str | None = None
+    loaded_as: str | None = None  # the hardware as loaded (a path resolved), not recorded
 
     def record(self) -> dict:
         out = {"id": self.id, "phase": self.phase, "metric": self.metric,
@@ -291,6 +292,7 @@ def _plan(path: Path, records: list[dict]) -> _Plan:
             row.skipped = hw_skip or wl_skip
         else:
             r.update(hardware=hw, workload=wl)  # as loaded: a path relative to the CSV's
+            row.loaded_as = hw
             alone = r["phase"] == "training" or r["batch"] == "max"  # folder, resolved
             key = (*(r[k] for k in _KEY), r["batch"] if alone else None)
             groups.setdefault(key, []).append(len(rows) - 1)
@@ -441,6 +443,47 @@ def _run_group(records: list[dict], rows: list[Row], loaded: dict) -> None:
         for (prefix, phase), note in NOTES.items():
             if rec["workload"].startswith(prefix) and rec["phase"] == phase:
                 row.note = note
+
+
+def hardware_facts(rows: Sequence[Row]) -> list[dict]:
+    """Each chip the rows were modelled on, as the area and cost models give it (the
+    silicon the predictions stand on): modelled area (spares and edge padding included)
+    beside the published die, and the cost to make one chip where its node has a cost
+    model (None, with a note, where a figure cannot be had)."""
+    from dse.model.area import area
+    from dse.model.cost import cost
+
+    out: list[dict] = []
+    seen: set[str] = set()
+    for r in rows:
+        if r.loaded_as is None or r.loaded_as in seen:
+            continue
+        seen.add(r.loaded_as)
+        rec: dict = {"hardware": r.hardware, "node": None, "area_mm2": None,
+                     "published_mm2": None, "cost_per_chip_usd": None, "note": ""}
+        out.append(rec)
+        try:
+            spec, tech, why = load_design(r.loaded_as)
+            if tech is None:
+                rec["note"] = f"no area or cost model: {why}"
+                continue
+            db = design_batch(spec)
+            die = area(db, tech)
+            mm2 = float(die.total_mm2[0])
+            rec.update(node=tech.node, area_mm2=mm2 if math.isfinite(mm2) else None,
+                       published_mm2=die.published_mm2)
+            if tech.wafer is None or tech.market is None:
+                rec["note"] = f"no cost model for node {tech.node}"
+                continue
+            c = cost(db, tech, die)
+            usd = float(c.total_usd[0])
+            if math.isfinite(usd):
+                rec["cost_per_chip_usd"] = usd
+            else:  # a die no wafer yields (JSON holds finite numbers only)
+                rec["note"] = str(c.reason[0]) or "no cost: no good die from a wafer"
+        except DseError as e:  # the rows of this chip already say why they failed
+            rec["note"] = str(e)
+    return out
 
 
 def summary(rows: list[Row]) -> dict:

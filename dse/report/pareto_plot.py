@@ -20,11 +20,15 @@ if TYPE_CHECKING:
     from dse.search.outputs import Tables
     from dse.search.space import Study
 
-# Reference chips: one marker shape and colour each (none used for the designs).
-REF_MARKERS = ("*", "D", "s", "^", "v", "P", "X", "p")
+# Reference chips: one marker shape and colour each (none used for the designs), hollow and
+# drawn under the front's markers so that a chip on the front hides no design.
+REF_MARKERS = ("*", "D", "s", "^", "v", "P", "X", "p", "h", "<", ">", "8")
 REF_COLOURS = ("black", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
-               "#7f7f7f")
-REF_SIZE = {"*": 130, "P": 70, "X": 70, "p": 70}  # marker area (pt²), shapes look alike
+               "#7f7f7f", "#2ca02c", "#393b79", "#843c39", "#637939")
+REF_SIZE = {"*": 130, "P": 70, "X": 70, "p": 70, "h": 70, "8": 70}  # marker area (pt²)
+FRONT_ZORDER = 3.0  # the front's line and markers
+REFERENCE_ZORDER = 2.0  # reference chips: above the designs' clouds (1), under the front
+OUTSIDE = "outside the study's budget"
 BUDGET_COLOUR = "#d62728"
 BUDGET_WORDS = {"area": "area budget", "power": "power cap"}
 PARALLEL_BACKGROUND = 20_000  # feasible designs drawn behind the front at most
@@ -40,6 +44,20 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class ReferenceMark:
+    """A reference chip drawn on the plot: where, how, and its legend entry."""
+
+    name: str
+    x: float  # in the axes' units
+    y: float
+    marker: str
+    colour: str
+    zorder: float
+    label: str  # legend entry: the name, and why it breaks the study's constraints if it does
+    outside: str = ""  # the budgets it exceeds, in words ("" within them)
+
+
+@dataclass(frozen=True)
 class ParetoData:
     x: str  # column names
     y: str
@@ -50,9 +68,11 @@ class ParetoData:
     feasible: np.ndarray  # [F, 2] in the axes' units
     infeasible: np.ndarray  # [I, 2] (only those with finite values)
     front: np.ndarray  # [P, 2] sorted along x
-    references: list[tuple[str, float, float, bool]]  # name, x, y, feasible
+    references: list[ReferenceMark]  # the chips that run both axes' workloads
     title: str
     budgets: tuple[Budget, ...] = ()
+    not_drawn: tuple[str, ...] = ()  # chips without a value on an axis (a workload unrun)
+    front_zorder: float = FRONT_ZORDER
 
 
 def label(column: str, unit: str) -> str:
@@ -89,15 +109,40 @@ def pareto_data(trials: pd.DataFrame, front: pd.DataFrame, refs: pd.DataFrame, x
     ok = trials["feasible"].astype(bool) if len(trials) else pd.Series(dtype=bool)
     f = pts(front)
     f = f[np.argsort(f[:, 0], kind="stable")] if len(f) else f
-    references = [(str(r["chip"]), float(r.get(x, np.nan)) / sx.factor,
-                   float(r.get(y, np.nan)) / sy.factor, bool(r["feasible"]))
-                  for _, r in refs.iterrows()] if len(refs) else []
+    references, not_drawn = reference_marks(refs, x, y, sx.factor, sy.factor)
     lines = tuple(Budget(axis, budgets[col.budget] / s.factor,
                          budget_text(col.budget, budgets[col.budget], s))
                   for axis, col, s in (("x", x_col, sx), ("y", y_col, sy))
                   if budgets and col.budget in budgets)
     return ParetoData(x, y, sx.label(x_col.words), sy.label(y_col.words), x_max, y_max,
-                      pts(trials[ok]), pts(trials[~ok]), f, references, title, lines)
+                      pts(trials[ok]), pts(trials[~ok]), f, references, title, lines,
+                      tuple(not_drawn))
+
+
+def _text(value: object) -> str:
+    """A text cell of references.csv ("" for an empty one, read back as NaN)."""
+    return "" if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
+
+
+def reference_marks(refs: pd.DataFrame, x: str, y: str, fx: float = 1.0, fy: float = 1.0
+                    ) -> tuple[list[ReferenceMark], list[str]]:
+    """The reference chips with a value on both axes as marks (each its own shape and
+    colour, by its place in the study's list; under the front), and the names of those
+    without (they do not run an axis's workloads), in the study's order."""
+    marks, missing = [], []
+    for i, (_, r) in enumerate(refs.iterrows()):
+        name = str(r["chip"])
+        vx, vy = float(r.get(x, np.nan)) / fx, float(r.get(y, np.nan)) / fy
+        if not (np.isfinite(vx) and np.isfinite(vy)):
+            missing.append(name)
+            continue
+        outside = _text(r.get("outside_budget"))
+        why = f" ({OUTSIDE})" if outside else ("" if bool(r["feasible"])
+                                                else " (breaks a constraint)")
+        marks.append(ReferenceMark(name, vx, vy, REF_MARKERS[i % len(REF_MARKERS)],
+                                   REF_COLOURS[i % len(REF_COLOURS)],
+                                   REFERENCE_ZORDER + 0.01 * i, name + why, outside))
+    return marks, missing
 
 
 def _draw_budget(ax: Any, b: Budget) -> Any:
@@ -152,7 +197,6 @@ def _place_budget(text: Any, axis: str, renderer: Any, occupied: list) -> None:
 
 def draw_pareto(d: ParetoData, paths: list[Path]) -> None:
     """The plot to each of `paths` (PNG, SVG or PDF by extension)."""
-    from matplotlib.colors import to_rgb
     from matplotlib.ticker import FuncFormatter
 
     from dse.report.figure import (
@@ -179,21 +223,17 @@ def draw_pareto(d: ParetoData, paths: list[Path]) -> None:
         # the next design's when larger x is better, else this one's
         front_line, = ax.plot(d.front[:, 0], d.front[:, 1], "-o", color="tab:red", ms=4,
                               lw=1.2, label=f"Pareto front ({len(d.front)})",
-                              drawstyle="steps-pre" if d.x_max else "steps-post", zorder=3)
-    placed, missing = [], []
-    for i, (name, x, y, ok) in enumerate(d.references):
-        if not (np.isfinite(x) and np.isfinite(y)):
-            missing.append(name)
-            continue
-        colour = REF_COLOURS[i % len(REF_COLOURS)]
-        marker = REF_MARKERS[i % len(REF_MARKERS)]
-        # outlines in the chip's colour, faces see-through (none when it breaks a
-        # constraint), so chips at nearly one point all stay visible
-        ax.scatter([x], [y], marker=marker, s=REF_SIZE.get(marker, 55),
-                   facecolor=(*to_rgb(colour), 0.3) if ok else "none", edgecolor=colour,
-                   linewidth=1.4, zorder=6 + 0.01 * i,
-                   label=name + ("" if ok else " (breaks a constraint)"))
-        placed.append((name, x, y, colour))
+                              drawstyle="steps-pre" if d.x_max else "steps-post",
+                              zorder=d.front_zorder)
+    placed, missing = [], list(d.not_drawn)
+    for m in d.references:
+        # hollow outlines in the chip's colour (dashed outside the study's budget), under
+        # the front's markers, so chips at nearly one point and the front all stay visible
+        ax.scatter([m.x], [m.y], marker=m.marker, s=REF_SIZE.get(m.marker, 55),
+                   facecolor="none", edgecolor=m.colour, linewidth=1.4,
+                   linestyle=(0, (2, 1)) if m.outside else "solid", zorder=m.zorder,
+                   label=m.label)
+        placed.append((m.name, m.x, m.y, m.colour))
     budget_texts = [(_draw_budget(ax, b), b.axis) for b in d.budgets]
     x_arrow = {True: "  \u2192  better", False: "  \u2190  better", None: ""}
     y_arrow = {True: "  \u2191  better", False: "  \u2193  better", None: ""}
@@ -203,10 +243,10 @@ def draw_pareto(d: ParetoData, paths: list[Path]) -> None:
         axis.set_major_formatter(FuncFormatter(lambda v, _pos: plain_number(v)))
     ax.set_title(d.title, fontsize=11)
     ax.grid(True, alpha=0.3)
+    if missing:  # an entry without a marker, so the layout keeps it clear of the axes
+        ax.plot([], [], " ", label="not drawn (a workload does not run):\n"
+                + textwrap.fill(", ".join(missing), 40))
     legend = ax.legend(fontsize=8, loc="best", framealpha=0.9)
-    if missing:
-        fig.text(0.01, 0.005, "not on these axes (no value): " + ", ".join(missing),
-                 fontsize=7, color="0.35", ha="left", va="bottom")
     renderer = freeze_layout(fig)
     occupied = boxes_of([legend], renderer)
     occupied += [(x - 6, y - 6, x + 6, y + 6)

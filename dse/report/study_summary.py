@@ -164,7 +164,9 @@ def _against(facts: Facts, row: pd.Series, references: pd.DataFrame) -> str:
     for chip, theirs in chips:
         ratios = _ratios(facts, row, theirs)
         base = " (the base)" if chip == facts.base else ""
-        parts.append(f"{_span(ratios)} {chip}'s{base}" if ratios
+        some = (f" (on the {len(ratios)} of them it runs)"
+                if ratios and len(ratios) < len(facts.workloads) else "")
+        parts.append(f"{_span(ratios)} {chip}'s{base}{some}" if ratios
                      else f"not comparable with {chip}'s{base} (it runs none of them)")
     if not parts:
         return ""
@@ -642,6 +644,7 @@ def _references(facts: Facts, references: pd.DataFrame, best: list[tuple[str, pd
                     + [number(float(r[c])) if c in r else "—" for _, c, _ in facts.workloads]
                     + ["; ".join(notes)])
     lines += [*_table(head, rows), ""]
+    lines += _plotted_references(facts, references)
     if best:
         lines += ["Each best design's throughput relative to each chip's:", ""]
         for why, row in best:
@@ -653,6 +656,36 @@ def _references(facts: Facts, references: pd.DataFrame, best: list[tuple[str, pd
                 parts.append(f"vs {r['chip']}: {shown_r}")
             lines.append(f"- {why} (trial {int(row['number'])}): " + "; ".join(parts))
         lines.append("")
+    return lines
+
+
+def _cell_text(value: object) -> str:
+    """A text cell of the references table ("" for an empty one, NaN once read back)."""
+    return "" if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
+
+
+def _plotted_references(facts: Facts, references: pd.DataFrame) -> list[str]:
+    """Which chips the Pareto plot leaves out (a workload of its axes does not run: each
+    in one line with the reason) and which it marks as outside the study's budget."""
+    axes = facts.objectives[:2]
+    if len(axes) < 2:
+        return []
+    gone, outside = [], []
+    for _, r in references.iterrows():
+        name = str(r["chip"])
+        if not all(np.isfinite(float(r.get(c, np.nan))) for c in axes):
+            why = _cell_text(r.get("not_run")) or _cell_text(r.get("reason")) or \
+                "no value on these objectives"
+            gone.append(f"- {name}: does not run {why}")
+        elif over := _cell_text(r.get("outside_budget")):
+            outside.append(f"{name} ({over})")
+    lines = []
+    if gone:
+        lines += ["Not on the Pareto plot (a workload of its objectives does not run):", "",
+                  *gone, ""]
+    if outside:
+        lines += ["On the Pareto plot but outside the study's budget (dashed outline): "
+                  + "; ".join(outside) + ".", ""]
     return lines
 
 

@@ -39,9 +39,11 @@ def screen(rows: list[Row]) -> tuple[list[Row], dict[str, str]]:
 
 
 def validation_document(rows: list[Row], summary: dict,
-                        invalid: dict[str, str] | None = None) -> dict[str, Any]:
+                        invalid: dict[str, str] | None = None,
+                        hardware: list[dict] | None = None) -> dict[str, Any]:
     """Rows and summary as one document; an invalid row (`screen`) has a null rel_error and
-    an `invalid` reason, and the summary counts them."""
+    an `invalid` reason, and the summary counts them. `hardware`: each chip as the area and
+    cost models give it (dse.validate.hardware_facts)."""
     invalid = invalid or {}
     records = []
     for r in rows:
@@ -49,7 +51,29 @@ def validation_document(rows: list[Row], summary: dict,
         if r.id in invalid:
             rec["invalid"] = invalid[r.id]
         records.append(rec)
-    return {"rows": records, "summary": {**summary, "invalid": len(invalid)}}
+    doc: dict[str, Any] = {"rows": records, "summary": {**summary, "invalid": len(invalid)}}
+    if hardware is not None:
+        doc["hardware"] = hardware
+    return doc
+
+
+def hardware_table(chips: list[dict]) -> Any:
+    """The chips of the rows: modelled area beside the published die, and the modelled cost
+    to make one chip where the node has a cost model."""
+    from rich.table import Table
+
+    t = Table(title="Hardware as modelled (area: the area model's, spares included; cost: to "
+                    "make one chip, dse area --cost)", title_justify="left")
+    for col in ("hardware", "node", "area", "published", "cost per chip", "note"):
+        t.add_column(col, justify="left" if col in ("hardware", "node", "note") else "right",
+                     overflow="fold")
+    for c in chips:
+        area, pub, usd = c["area_mm2"], c["published_mm2"], c["cost_per_chip_usd"]
+        t.add_row(c["hardware"], c["node"] or "-",
+                  "-" if area is None else f"{area:,.0f} mm2",
+                  "-" if pub is None else f"{pub:,.0f} mm2",
+                  "-" if usd is None else f"{usd:,.0f} USD", c.get("note") or "")
+    return t
 
 
 # Most rows the table view lists (in file order); the summary covers every row, and
@@ -93,7 +117,8 @@ def validation_tables(doc: dict[str, Any]) -> Any:
     summ.add_row("skipped", str(doc["summary"]["skipped"]), "", "", "")
     if doc["summary"].get("invalid"):
         summ.add_row("invalid", str(doc["summary"]["invalid"]), "", "", "")
-    return Group(rows, summ)
+    return Group(rows, summ, *([hardware_table(doc["hardware"])] if doc.get("hardware")
+                               else []))
 
 
 @dataclass(frozen=True)

@@ -233,6 +233,38 @@ def pareto_frame(study: Study, frame: pd.DataFrame) -> pd.DataFrame:
     return front.sort_values(cols[0], ascending=first.spec.direction == "minimize")
 
 
+# A budget a design exceeds, as evaluate_designs words it ("area 1474 mm2 exceeds the budget
+# of 757 mm2", "power 812 W exceeds the cap of 700 W").
+_OVER = re.compile(r"(?:^|; )((?:area|cost|power) [^;]*? exceeds the (?:budget|cap) of [^;]*)")
+
+
+def not_run(study: Study, out: Outcome) -> str:
+    """The workloads the first design of `out` does not run, each with its reason
+    ("llama2-70b-decode: weights ... exceed ...; ..."); "" when it runs them all."""
+    reason = str(out.reason[0])
+    names = list(study.jobs)
+    parts = []
+    for j, name in enumerate(names):
+        if np.isfinite(out.per_job[name]["throughput"][0]):
+            continue
+        start = reason.find(f"{name}: ")
+        if start < 0:
+            parts.append(f"{name}: does not run")
+            continue
+        ends = [e for k in names[j + 1:] if (e := reason.find(f"; {k}: ", start)) >= 0]
+        ends += [e for e in (reason.find("; power ", start),) if e >= 0]
+        parts.append(reason[start:min(ends, default=len(reason))])
+    return "; ".join(parts)
+
+
+def outside_budget(out: Outcome) -> str:
+    """The study budgets (area, cost, power) the first design of `out` exceeds, in words;
+    "" when within them all."""
+    over = [k for k in ("area_mm2", "cost_usd", "power_w")
+            if k in out.constraints and out.constraints[k][0] > 0]
+    return "; ".join(_OVER.findall(str(out.reason[0]))) if over else ""
+
+
 def reference_frame(study: Study, baseline: dict[str, dict[str, float]]) -> pd.DataFrame:
     """The reference chips, each as its file gives it, on the study's workloads."""
     from dataclasses import replace
@@ -245,7 +277,8 @@ def reference_frame(study: Study, baseline: dict[str, dict[str, float]]) -> pd.D
         s = replace(study, hardware=spec, tech=tech)
         out = evaluate_designs(s, {}, baseline)
         row = {"chip": name, **{k: v[0] for k, v in out.columns.items()},
-               "feasible": bool(out.feasible[0]), "reason": out.reason[0], "not_modelled": ""}
+               "feasible": bool(out.feasible[0]), "reason": out.reason[0], "not_modelled": "",
+               "not_run": not_run(study, out), "outside_budget": outside_budget(out)}
         if tech is None:  # drawn and tabulated with what it has: its throughput
             why = load_design(referenced(ref, study.path.parent))[2]
             row["not_modelled"] = f"area and power: {why}"

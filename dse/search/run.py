@@ -180,9 +180,11 @@ def params_of(study: Study, trials: list[optuna.trial.BaseTrial]) -> dict[str, n
 
 def attr_columns(columns: Iterable[str]) -> list[str]:
     """The table columns a trial also carries as user attributes, by their table names: the
-    area per chip (`area_per_chip_mm2`, mm2) and each workload's power per chip
-    (`<workload>.power_per_chip_w`, W)."""
-    return [c for c in columns if c == "area_per_chip_mm2" or c.endswith(".power_per_chip_w")]
+    area per chip (`area_per_chip_mm2`, mm2), the cost to make one chip
+    (`cost_per_chip_usd`, USD, where the node has a cost model) and each workload's power
+    per chip (`<workload>.power_per_chip_w`, W)."""
+    return [c for c in columns if c in ("area_per_chip_mm2", "cost_per_chip_usd")
+            or c.endswith(".power_per_chip_w")]
 
 
 def trial_attrs(values: Mapping[str, float], feasible: bool, reason: str) -> dict[str, Any]:

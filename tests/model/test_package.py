@@ -31,7 +31,7 @@ def test_node_rules_are_data_with_sources():
     assert RULES is not None and RULES.hbm_edges == 2
     assert RULES.footprint["hbm3"].width == pytest.approx(11.0)
     assert RULES.footprint["hbm2e"].width == pytest.approx(7.75)
-    assert RULES.packaging["cowos-s"].limit == pytest.approx(2700.0)
+    assert RULES.packaging["cowos-s"].limit == pytest.approx(3.3 * 858.0, abs=0.5)
     assert not RULES.packaging["organic"].hbm
     for group in (RULES, RULES.d2d, *RULES.packaging.values()):
         assert group.source and group.includes
@@ -110,7 +110,8 @@ def test_eight_stacks_feasible_on_two_dies_that_pay_for_their_link():
 
 
 def test_interposer_over_its_technology_limit_infeasible(tmp_path):
-    # B200's two dies and 8 stacks on CoWoS-S (2,700 mm2) do not fit; on CoWoS-L they do.
+    # B200's two dies and 8 stacks on CoWoS-S (3.3 reticles, 2,831 mm2) do not fit;
+    # on CoWoS-L they do.
     spec = load_hardware("b200")
     r = area(design_batch(spec), N4, package=True)
     assert r.feasible[0] and r.geometry is not None
@@ -121,7 +122,7 @@ def test_interposer_over_its_technology_limit_infeasible(tmp_path):
     assert tech is not None
     r = area(design_batch(spec_s), tech, package=True)
     assert not r.feasible[0] and not r.geometry.interposer_fits[0]
-    assert "exceeds the 2700 mm2 limit of cowos-s" in r.reason[0]
+    assert "exceeds the 2831 mm2 limit of cowos-s" in r.reason[0]
     # Without `package` the same design is feasible (the checks are the caller's to ask).
     assert area(design_batch(spec_s), tech).feasible[0]
     # Organic substrate carries no HBM.
@@ -215,7 +216,7 @@ def test_dse_area_shows_the_geometry():
     h100, b200 = json.loads(r.output)
     pk = h100["package"]
     assert pk["hbm_stacks_per_edge_needed"] == 3 and pk["hbm_stacks_per_long_edge"] == 3
-    assert pk["packaging"] == "cowos-s" and pk["interposer_limit_mm2"] == pytest.approx(2700)
+    assert pk["packaging"] == "cowos-s" and pk["interposer_limit_mm2"] == pytest.approx(2831)
     assert pk["interposer_mm2"] == pytest.approx(2044, abs=5)
     assert b200["package"]["die_to_die_joints"] == 1 and b200["package"]["feasible"]
     assert b200["components"]["die-to-die PHY"] == pytest.approx(2 * 20 * 0.39)

@@ -114,7 +114,8 @@ def _not_running(facts: Facts, references: pd.DataFrame) -> str:
     out = []
     for _, r in references.iterrows():
         if not any(np.isfinite(float(r[c])) for _, c, _ in facts.workloads if c in r):
-            why = str(r.get("reason", "") or r.get("not_modelled", "") or "")
+            why = next((str(r[k]) for k in ("not_run", "reason", "not_modelled")
+                        if isinstance(r.get(k), str) and r.get(k)), "")
             out.append(f"{r['chip']}" + (f" ({why.split(';')[0]})" if why else ""))
     return (f"Not compared (they run none of the workloads): {_join(out)}." if out else "")
 
@@ -191,7 +192,9 @@ def verdict(facts: Facts, trials: pd.DataFrame, front: pd.DataFrame,
         if parts:
             out += [f"Against {ref['chip']}, it " + "; ".join(parts) + ".", ""]
         out += ["Its throughput on each workload, and its ratio to each reference chip's "
-                "(as its file gives it):", "", *_gains_table(facts, row, references), ""]
+                "(each chip as its file gives it, at its own silicon, memory and power, "
+                "not the study's budget; the same chips per workload):", "",
+                *_gains_table(facts, row, references), ""]
         missing = _not_running(facts, references)
         if missing:
             out += [missing, ""]

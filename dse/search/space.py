@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from dse import units
 from dse.errors import DseError, Issue, SpecError, suggest
 from dse.model.execution import Execution
-from dse.spec import vocabulary
+from dse.spec import assumptions, vocabulary
 from dse.spec.hardware import HardwareSpec
 from dse.spec.load import issue_at, load_design, load_workload, read_yaml, validate
 from dse.spec.study import (
@@ -179,7 +179,7 @@ class Study:
         written relatively or absolutely, a budget in mm2 or as a chip's area)."""
         c = self.spec.constraints
         keep = {
-            "base": self.hardware.model_dump(mode="json"),
+            "base": _dumped(self.hardware),
             "params": [(p.path, p.low, p.high, p.step, p.log, p.choices) for p in self.params],
             "jobs": {n: (j.workload.model_dump(mode="json"), j.scenario, j.fields,
                          (j.execution.chips, j.execution.tp, j.execution.pp), j.spec.weight)
@@ -194,6 +194,16 @@ class Study:
             keep["fixed"] = {k: _digits(v) for k, v in sorted(self.fixed.items())}
         text = json.dumps(keep, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _dumped(hw: HardwareSpec) -> dict:
+    """The hardware as the digest reads it: the default spares policy left out, so a study
+    stored before the policy existed keeps its digest (a stated policy counts)."""
+    out = hw.model_dump(mode="json")
+    tech = out.get("technology")
+    if isinstance(tech, dict) and tech.get("spares") == "as-built":
+        del tech["spares"]
+    return out
 
 
 def _digits(x: float | None) -> str | None:
@@ -231,6 +241,10 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue],
     other fields, whose problems are where the study file writes them)."""
     loc = loc or ("parameters", key)
     inherited = inherited or {}
+    if assumptions.is_assumption(key):
+        issues.append(issue_at(data, loc, f"{assumptions.NOT_VARIED}; fix it with set: (the "
+                                          "study's, or an alternative's to compare values)"))
+        return None
     try:
         path, term = vocabulary.canonical(hw, key)
     except DseError as e:
@@ -372,10 +386,12 @@ def load_study(path: str | Path) -> Study:
                                    f"the same path as '{seen[p.path]}'"))
         elif p is not None:
             seen[p.path] = p.key
+    hw = _assumed(data, ("set",), spec.set or {}, hw, issues)
     fixed = _fixed(data, ("set",), spec.set or {}, hw, issues)
     for p in params:
         if p is not None and p.path in fixed:
             issues.append(issue_at(data, ("set", next(k for k in spec.set or {} if
+                                                      not assumptions.is_assumption(k) and
                                                       vocabulary.canonical(hw, k)[0] == p.path)),
                                    f"the study varies this path (parameters.{p.key}): "
                                    "give it a range or a fixed value, not both"))
@@ -450,10 +466,13 @@ def _modelled_cost(data, ref: str, near: Path, issues: list[Issue],
 
 def _fixed(data, loc: tuple, values: dict[str, object], hw: HardwareSpec,
            issues: list[Issue]) -> dict[str, float]:
-    """A study's or an alternative's `set`: canonical path -> SI value."""
+    """A study's or an alternative's `set`: canonical path -> SI value (the technology-level
+    assumptions apart: `_assumed`)."""
     out: dict[str, float] = {}
     for key, value in values.items():
         at = (*loc, key)
+        if assumptions.is_assumption(key):
+            continue
         try:
             path, term = vocabulary.canonical(hw, key)
         except DseError as e:
@@ -466,6 +485,21 @@ def _fixed(data, loc: tuple, values: dict[str, object], hw: HardwareSpec,
         if v is not None:
             out[path] = v
     return out
+
+
+def _assumed(data, loc: tuple, values: dict[str, object], hw: HardwareSpec,
+             issues: list[Issue]) -> HardwareSpec:
+    """`hw` with the technology-level assumptions of a `set` (package geometry, spares
+    policy: dse.spec.assumptions) applied, each checked alone so its problem is at its key;
+    the study's hardware then carries them, so its digest covers them."""
+    for key, value in values.items():
+        if not assumptions.is_assumption(key):
+            continue
+        try:
+            hw = assumptions.applied(hw, {key: value})
+        except DseError as e:
+            issues.append(issue_at(data, (*loc, key), _strip(str(e), key)))
+    return hw
 
 
 # An alternative's name is a folder of the output (<out>/alternatives/<name>/).
@@ -503,9 +537,13 @@ def _alternative(data, name: str, alt: Alternative, main: Study,
                                           "letters, digits, '.', '_' or '-' (at most 64), "
                                           "starting with a letter or digit"))
     own = _fixed(data, (*loc, "set"), alt.set, hw, issues)
+    hw = _assumed(data, (*loc, "set"), alt.set, hw, issues)
     fixed = {**main.fixed, **own}
     changes: dict[str, tuple[str, dict]] = {}
     for key, change in alt.params.items():
+        if assumptions.is_assumption(key):
+            _param(data, key, Parameter(choices=[0]), hw, issues, loc=(*loc, "params", key))
+            continue
         try:
             path, _ = vocabulary.canonical(hw, key)
         except DseError as e:
@@ -571,15 +609,17 @@ def _alternative(data, name: str, alt: Alternative, main: Study,
         return None
     set_text = {**(spec.set or {}), **alt.set}
     for key in list(set_text):  # the study's own key for a path the alternative sets again
-        if key not in alt.set and vocabulary.canonical(hw, key)[0] in own:
+        if key not in alt.set and not assumptions.is_assumption(key) \
+                and vocabulary.canonical(hw, key)[0] in own:
             del set_text[key]
     new_spec = spec.model_copy(update={
         "name": f"{spec.name}.{name}", "description": alt.description or spec.description,
         "parameters": raw, "constraints": constraints, "set": set_text or None,
         "alternatives": None,
         "search": spec.search.model_copy(update={"trials": alt.trials or spec.search.trials})})
-    return replace(main, spec=new_spec, params=tuple(resolved), area_budget=budget,
-                   cost_budget=cost_budget, fixed=fixed, alternatives={}, alternative=name)
+    return replace(main, spec=new_spec, hardware=hw, params=tuple(resolved),
+                   area_budget=budget, cost_budget=cost_budget, fixed=fixed, alternatives={},
+                   alternative=name)
 
 
 def _modelled_area(data, ref: str, near: Path, issues: list[Issue],

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from dse import units
 from dse.errors import DseError, Issue, SpecError, suggest
 from dse.model.execution import Execution
+from dse.search import chips
 from dse.spec import assumptions, vocabulary
 from dse.spec.hardware import HardwareSpec
 from dse.spec.load import issue_at, load_design, load_workload, read_yaml, validate
@@ -101,7 +102,8 @@ class Job:
     scenario: str | None  # the workload file's scenario name (None: its first, phase replaced)
     phase: str
     fields: dict[str, object]  # scenario fields replaced (batch, seq_in ...)
-    execution: Execution
+    execution: Execution  # on the workload's own chips (the base's and references' system)
+    resolved: object = None  # the scenario as resolved (to check a varied chip count's split)
 
     @property
     def kind(self) -> str:
@@ -153,6 +155,9 @@ class Study:
     references: tuple[tuple[str, HardwareSpec, TechSpec | None], ...]
     area_budget: float | None = None  # mm2: constraints.area, or area_of's modelled area
     cost_budget: float | None = None  # USD per chip: constraints.cost, or cost_of's cost
+    # USD per workload's system (cost per chip x its chips): constraints.system_cost, or
+    # system_cost_of's cost x the workload's own chips
+    system_budget: dict[str, float] | None = None
     fixed: dict[str, float] = field(default_factory=dict)  # canonical path -> SI: `set`
     alternatives: dict[str, Study] = field(default_factory=dict)  # name -> its own study
     alternative: str | None = None  # this study's name among its parent's alternatives
@@ -192,6 +197,11 @@ class Study:
         }
         if self.fixed:  # only where there is one: a study without `set` keeps its digest
             keep["fixed"] = {k: _digits(v) for k, v in sorted(self.fixed.items())}
+        if self.system_budget is not None:
+            keep["system_cost"] = {k: _digits(v) for k, v in sorted(self.system_budget.items())}
+        tp_all = sorted(n for n, j in self.jobs.items() if j.spec.tp == "all")
+        if tp_all:  # the split a varied chip count follows
+            keep["tp_all"] = tp_all
         text = json.dumps(keep, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -234,8 +244,8 @@ def _value(data, at: tuple, path: str, term, value: object, clock: float | None,
 
 
 def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue],
-           loc: tuple | None = None, inherited: dict[str, tuple] | None = None
-           ) -> Param | None:
+           loc: tuple | None = None, inherited: dict[str, tuple] | None = None,
+           workloads: dict[str, StudyWorkload] | None = None) -> Param | None:
     """Parameter `key` resolved; its problems at `loc` (default: parameters.<key>), a field
     named in `inherited` at that place instead (an alternative's change keeps the study's
     other fields, whose problems are where the study file writes them)."""
@@ -246,7 +256,8 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue],
                                           "study's, or an alternative's to compare values)"))
         return None
     try:
-        path, term = vocabulary.canonical(hw, key)
+        path, term = (_workload_term(key, workloads) if chips.is_workload_path(key)
+                      else vocabulary.canonical(hw, key))
     except DseError as e:
         issues.append(issue_at(data, loc, _strip(str(e), key)))
         return None
@@ -290,6 +301,26 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue],
                  p.log, None)
 
 
+# A workload's chip count as a parameter (dse.search.chips): a whole number >= 1.
+CHIPS_TERM = vocabulary.Term("workloads.<name>.chips", None, True, None, 1.0, None, None,
+                             "chips that run the workload")
+
+
+def _workload_term(key: str, workloads: dict[str, StudyWorkload] | None
+                   ) -> tuple[str, vocabulary.Term]:
+    """(path, term) of a workload parameter `workloads.<name>.chips`; DseError naming what
+    is wrong (an unknown workload, a field other than chips)."""
+    name, field_ = chips.split_key(key)
+    names = list(workloads or {})
+    if name not in names:
+        raise DseError(f"--set {key}: '{name}' is not a workload of this study"
+                       f"{suggest(name, names)}; expected one of: {', '.join(names)}")
+    if field_ != chips.FIELD:
+        raise DseError(f"--set {key}: a study varies a workload's chips only (its split "
+                       f"follows them: tp: all), not '{field_}'")
+    return key, CHIPS_TERM
+
+
 def _job(data, name: str, w: StudyWorkload, near: Path, issues: list[Issue]) -> Job | None:
     loc = ("workloads", name)
     try:
@@ -311,17 +342,23 @@ def _job(data, name: str, w: StudyWorkload, near: Path, issues: list[Issue]) -> 
             issues.append(issue_at(data, (*loc, "scenario" if w.scenario else "workload"),
                                    str(e)))
         return None
-    problems, _ = execution_issues(wl, sc, w.tp, w.pp)
-    if w.tp * w.pp > w.chips or w.chips % (w.tp * w.pp):
-        problems.append(f"chips ({w.chips}) must be a multiple of tp x pp ({w.tp * w.pp})")
+    if w.tp == "all" and w.chips % w.pp:
+        issues.append(issue_at(data, (*loc, "tp"), f"tp: all splits every chip of a pipeline "
+                               f"stage, and chips ({w.chips}) is not a multiple of pp "
+                               f"({w.pp})"))
+        return None
+    tp = w.chips // w.pp if w.tp == "all" else w.tp
+    problems, _ = execution_issues(wl, sc, tp, w.pp)
+    if tp * w.pp > w.chips or w.chips % (tp * w.pp):
+        problems.append(f"chips ({w.chips}) must be a multiple of tp x pp ({tp * w.pp})")
     if problems:
         issues.append(issue_at(data, loc, "; ".join(problems)))
         return None
-    ex = Execution(chips=w.chips, tp=w.tp, pp=w.pp)
+    ex = Execution(chips=w.chips, tp=tp, pp=w.pp)
     # a phase the workload has no scenario of runs its first scenario with the phase
     # replaced (resolve_scenario names it "<phase> (default)"): evaluate resolves it again
     named = sc_name if sc_name in wl.scenarios else w.scenario
-    return Job(name, w, wl, named, sc.phase, fields, ex)
+    return Job(name, w, wl, named, sc.phase, fields, ex, sc)
 
 
 def _goal(data, name: str, o: Objective, jobs: dict[str, StudyWorkload],
@@ -378,7 +415,8 @@ def load_study(path: str | Path) -> Study:
         hw, tech, no_area = _hardware(spec.base, near)
     except SpecError as e:
         raise SpecError([issue_at(data, ("base",), _messages(e))]) from None
-    params = [_param(data, k, p, hw, issues) for k, p in spec.parameters.items()]
+    params = [_param(data, k, p, hw, issues, workloads=spec.workloads)
+              for k, p in spec.parameters.items()]
     seen: dict[str, str] = {}
     for p in params:
         if p is not None and p.path in seen:
@@ -403,7 +441,8 @@ def load_study(path: str | Path) -> Study:
     cost_budget = spec.constraints.cost
     if spec.constraints.cost_of is not None:
         cost_budget = _modelled_cost(data, spec.constraints.cost_of, near, issues)
-    needs_cost = cost_budget is not None or any(
+    system_budget = _system_budget(data, spec.constraints, spec.workloads, near, issues)
+    needs_cost = cost_budget is not None or system_budget is not None or any(
         g is not None and g.spec.metric in ("cost", "throughput_per_dollar") for g in goals)
     if needs_cost and tech is not None and tech.wafer is None:
         issues.append(issue_at(data, ("base",), "the cost constraint and objectives need the "
@@ -432,7 +471,7 @@ def load_study(path: str | Path) -> Study:
                  params=tuple(p for p in params if p is not None),
                  jobs={n: j for n, j in jobs.items() if j is not None},
                  goals=tuple(g for g in goals if g is not None), references=tuple(references),
-                 area_budget=budget, cost_budget=cost_budget,
+                 area_budget=budget, cost_budget=cost_budget, system_budget=system_budget,
                  fixed=fixed)
     alternatives = {}
     for name, alt in (spec.alternatives or {}).items():
@@ -462,6 +501,20 @@ def _modelled_cost(data, ref: str, near: Path, issues: list[Issue],
         return None
     db = design_batch(spec)
     return float(cost(db, tech, area(db, tech)).total_usd[0])
+
+
+def _system_budget(data, c, workloads: dict[str, StudyWorkload], near: Path,
+                   issues: list[Issue], loc: tuple = ("constraints",)
+                   ) -> dict[str, float] | None:
+    """Each workload's system cost budget (USD) from constraints `c`: system_cost for every
+    workload, or system_cost_of's modelled cost x the workload's own chips (the reference
+    system it is compared with); None without either."""
+    if c.system_cost is not None:
+        return {n: float(c.system_cost) for n in workloads}
+    if c.system_cost_of is None:
+        return None
+    one = _modelled_cost(data, c.system_cost_of, near, issues, loc=(*loc, "system_cost_of"))
+    return None if one is None else {n: one * w.chips for n, w in workloads.items()}
 
 
 def _fixed(data, loc: tuple, values: dict[str, object], hw: HardwareSpec,
@@ -545,7 +598,7 @@ def _alternative(data, name: str, alt: Alternative, main: Study,
             _param(data, key, Parameter(choices=[0]), hw, issues, loc=(*loc, "params", key))
             continue
         try:
-            path, _ = vocabulary.canonical(hw, key)
+            path = key if chips.is_workload_path(key) else vocabulary.canonical(hw, key)[0]
         except DseError as e:
             issues.append(issue_at(data, (*loc, "params", key), _strip(str(e), key)))
             continue
@@ -572,7 +625,8 @@ def _alternative(data, name: str, alt: Alternative, main: Study,
             continue
         inherited = {f: ("parameters", key) for f in ("low", "high", "step", "choices")
                      if f not in change}
-        got = _param(data, key, merged, hw, issues, loc=at, inherited=inherited)
+        got = _param(data, key, merged, hw, issues, loc=at, inherited=inherited,
+                     workloads=spec.workloads)
         if got is not None:
             raw[key] = merged
             resolved.append(got)
@@ -584,7 +638,7 @@ def _alternative(data, name: str, alt: Alternative, main: Study,
             issues.append(issue_at(data, at, "; ".join(
                 str(x["msg"]).removeprefix("Value error, ") for x in e.errors())))
             continue
-        got = _param(data, ckey, new, hw, issues, loc=at)
+        got = _param(data, ckey, new, hw, issues, loc=at, workloads=spec.workloads)
         if got is not None:
             raw[ckey] = new
             resolved.append(got)
@@ -598,7 +652,12 @@ def _alternative(data, name: str, alt: Alternative, main: Study,
     changed = [q for q in budgets if q in given or f"{q}_of" in given]
     for q in changed:
         given[f"{q}_of" if q in given else q] = None
+    system = "system_cost" in given or "system_cost_of" in given
+    if system:
+        given["system_cost_of" if "system_cost" in given else "system_cost"] = None
     constraints = spec.constraints.model_copy(update=given)
+    system_budget = main.system_budget if not system else _system_budget(
+        data, constraints, spec.workloads, main.path.parent, issues, loc=(*loc, "constraints"))
     modelled = {"area": _modelled_area, "cost": _modelled_cost}
     for q in changed:
         chip = getattr(constraints, f"{q}_of")
@@ -618,8 +677,8 @@ def _alternative(data, name: str, alt: Alternative, main: Study,
         "alternatives": None,
         "search": spec.search.model_copy(update={"trials": alt.trials or spec.search.trials})})
     return replace(main, spec=new_spec, hardware=hw, params=tuple(resolved),
-                   area_budget=budget, cost_budget=cost_budget, fixed=fixed, alternatives={},
-                   alternative=name)
+                   area_budget=budget, cost_budget=cost_budget, system_budget=system_budget,
+                   fixed=fixed, alternatives={}, alternative=name)
 
 
 def _modelled_area(data, ref: str, near: Path, issues: list[Issue],

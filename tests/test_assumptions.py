@@ -271,3 +271,32 @@ def test_an_optuna_sampler_varies_chips(tmp_path: Path) -> None:
     trials = pd.read_csv(tmp_path / "o" / "trials.csv")
     assert len(trials) == 40
     assert set(trials[chips.path_of("llama2-70b-decode")]) <= {1.0, 2.0, 4.0, 8.0}
+
+
+def test_budgets_are_weighed_before_the_run_with_a_chips_parameter(tmp_path: Path) -> None:
+    from dse.search import budget
+
+    study = load_study(CHIPS_STUDY)
+    assert budget.smallest(study) is not None  # the chip count changes no chip's area
+    path = tmp_path / "poor.yaml"
+    path.write_text(CHIPS_STUDY.read_text().replace("system_cost_of: h100-sxm",
+                                                    "system_cost: 500 USD"))
+    (line,) = _check(path)
+    assert "constraints.system_cost: no design can meet the 500 USD system cost budget of " \
+        "llama2-70b-decode: the cheapest design the parameters' ranges allow costs" in line
+    assert line.endswith("on 1 chip")
+
+
+def test_alternatives_change_the_chip_count_and_the_system_budget(tmp_path: Path) -> None:
+    path = tmp_path / "alt.yaml"
+    path.write_text(CHIPS_STUDY.read_text() + (
+        "alternatives:\n  pairs:\n    params:\n"
+        "      workloads.llama2-70b-decode.chips: {choices: [2, 4]}\n"
+        "  rich:\n    constraints:\n      system_cost: 12000 USD\n"))
+    study = load_study(path)
+    pairs, rich = study.alternatives["pairs"], study.alternatives["rich"]
+    col = chips.path_of("llama2-70b-decode")
+    assert next(p for p in pairs.params if p.path == col).choices == (2.0, 4.0)
+    assert pairs.system_budget == study.system_budget
+    assert rich.system_budget == {"llama2-70b-decode": 12000.0}
+    assert len({study.fingerprint(), pairs.fingerprint(), rich.fingerprint()}) == 3

@@ -383,7 +383,9 @@ def describe(alt) -> str:
         parts.append(f"{key} " + ", ".join(f"{k} {v}" for k, v in given.items()))
     parts += [f"{k} = {v}" for k, v in alt.set.items()]
     for k, v in alt.constraints.model_dump(exclude_unset=True).items():
-        unit = {"power": " W", "area": " mm2"}.get(k, "")
-        shown = f"{v:,.4g}{unit}" if isinstance(v, float) else str(v).lower()
+        unit = {"power": " W", "area": " mm2", "cost": " USD", "system_cost": " USD"}.get(k, "")
+        dollars = unit == " USD" and isinstance(v, float)
+        shown = f"{v:,.0f}{unit}" if dollars else f"{v:,.4g}{unit}" if isinstance(v, float) \
+            else str(v).lower()
         parts.append(f"{k} {shown}")
     return "; ".join(parts)

@@ -133,6 +133,17 @@ def test_cli_takes_one_value_of_an_assumption_and_refuses_several() -> None:
     assert "per long edge" not in (four["reason"] or "")
     two = json.loads(runner.invoke(app, base).output)
     assert "need 4 per long edge" in two["reason"]
+    # the interposer of 8 stacks round one die (3,280 mm2) is over CoWoS-S's 2,700 mm2 and
+    # within CoWoS-L's
+    assert "exceeds the 2700 mm2 limit of cowos-s" in four["reason"]
+    r = runner.invoke(app, [*base, "--set", "technology.package.hbm_edges=4", "--set",
+                            "technology.package.packaging=cowos-l"])
+    large = json.loads(r.output)
+    assert large["feasible"] and large["package"]["packaging"] == "cowos-l"
+    r = runner.invoke(app, [*base, "--set", "technology.package.packaging=glass"])
+    assert r.exit_code == 2 and r.output.strip() == (
+        "--set technology.package.packaging: expected one of: cowos-s, cowos-l, organic; "
+        "found 'glass'")
     r = runner.invoke(app, ["eval", "h100-sxm", "llama2-7b", "--set",
                             "technology.package.hbm_edges=2,4"])
     assert r.exit_code == 2

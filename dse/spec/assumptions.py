@@ -30,9 +30,11 @@ NOT_VARIED = ("the model reads one value of this field for every design, so it c
 
 
 def _words(model: type, name: str) -> tuple[str, ...]:
-    """The words a Literal field of `model` takes."""
-    return tuple(a for a in get_args(model.model_fields[name].annotation)
-                 if isinstance(a, str))
+    """The words a Literal field of `model` takes (optional or not)."""
+    def words(ann: object) -> list[str]:
+        return [w for a in get_args(ann) for w in ([a] if isinstance(a, str) else words(a))]
+
+    return tuple(words(model.model_fields[name].annotation))
 
 
 WORDS = {SPARES: _words(Technology, "spares"),

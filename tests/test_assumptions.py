@@ -311,3 +311,15 @@ def test_alternatives_change_the_chip_count_and_the_system_budget(tmp_path: Path
     assert pairs.system_budget == study.system_budget
     assert rich.system_budget == {"llama2-70b-decode": 12000.0}
     assert len({study.fingerprint(), pairs.fingerprint(), rich.fingerprint()}) == 3
+
+
+def test_eval_echoes_the_assumptions_it_applied() -> None:
+    r = CliRunner().invoke(app, ["eval", "h100-sxm", "llama2-7b", "--set",
+                                 "technology.spares=none", "--set",
+                                 "technology.package.hbm_edges=4", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["overrides"] == {"technology.spares": "none",
+                                                 "technology.package.hbm_edges": 4}
+    r = CliRunner().invoke(app, ["eval", "h100-sxm", "llama2-7b", "--set",
+                                 "technology.spares=none"])
+    assert "--set technology.spares=none" in r.output.splitlines()[0]

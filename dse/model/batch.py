@@ -85,6 +85,9 @@ class DesignBatch:
     topology: str | None
     chips_per_node: int | np.ndarray  # [N] where designs differ
     overrides: dict[str, np.ndarray] = field(default_factory=dict)
+    # the technology-level assumptions given with the overrides and applied to `spec`
+    # (dse.spec.assumptions): (path, value) pairs, for what a report echoes
+    assumed: tuple[tuple[str, object], ...] = ()
 
     @property
     def levels(self) -> int:
@@ -269,6 +272,7 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
                        f"{type(overrides).__name__}")
     # a technology-level assumption (package, spares) is the spec's: one value, applied to it
     spec, rest = assumptions.split(spec, dict(overrides or {}))
+    assumed = assumptions.values_of(spec, [k for k in overrides or {} if k not in rest])
     v = _Values(spec, rest)
     n, c = v.n, spec.compute
     units_ = v.get("compute.units", c.units)
@@ -405,6 +409,7 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
                         if ic and v.given("interconnect.chips_per_node")
                         else (ic.chips_per_node if ic else 1)),
         overrides={k: np.broadcast_to(a.ravel(), (n,)) for k, a in v.parsed.items()},
+        assumed=tuple(assumed.items()),
     )
     if "interconnect.links" in v.parsed and (ic is None or ic.link_bandwidth is None) \
             and not v.given("interconnect.link_bandwidth") and np.any(batch.links > 0):

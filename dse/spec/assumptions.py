@@ -110,6 +110,19 @@ def applied(spec: HardwareSpec, values: dict[str, object]) -> HardwareSpec:
     return out
 
 
+def values_of(spec: HardwareSpec, paths: list[str]) -> dict[str, object]:
+    """The values `spec` gives assumption `paths` (None where the node's rule applies)."""
+    tech = spec.technology
+    out: dict[str, object] = {}
+    for path in paths:
+        if path == SPARES:
+            out[path] = tech.spares if tech else None
+        else:
+            package = tech.package if tech else None
+            out[path] = getattr(package, path[len(PACKAGE):]) if package else None
+    return out
+
+
 def split(spec: HardwareSpec, overrides: dict[str, object]
           ) -> tuple[HardwareSpec, dict[str, object]]:
     """(`spec` with the assumptions among `overrides` applied, the other overrides): what

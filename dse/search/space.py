@@ -31,6 +31,7 @@ from dse.spec.study import (
     StudyWorkload,
 )
 from dse.spec.technology import TechSpec
+from dse.spec.types import MAX_WHOLE
 from dse.spec.workload import WorkloadSpec
 from dse.workloads import execution_issues, resolve_scenario
 
@@ -302,8 +303,8 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue],
 
 
 # A workload's chip count as a parameter (dse.search.chips): a whole number >= 1.
-CHIPS_TERM = vocabulary.Term("workloads.<name>.chips", None, True, None, 1.0, None, None,
-                             "chips that run the workload")
+CHIPS_TERM = vocabulary.Term("workloads.<name>.chips", None, True, None, 1.0,
+                             float(MAX_WHOLE), None, "chips that run the workload")
 
 
 def _workload_term(key: str, workloads: dict[str, StudyWorkload] | None

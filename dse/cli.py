@@ -443,6 +443,11 @@ def area(
     cost: Annotated[bool, typer.Option("--cost", help="Also the cost to make one chip: "
                                        "good dies (wafer price, dies per wafer, yield with "
                                        "harvesting), memory, package, assembly.")] = False,
+    sets: Annotated[list[str] | None, typer.Option(
+        "--set", help="Override a hardware field of every chip: dotted.path=value (with "
+                      "units), one value; repeatable. Takes the package and spares "
+                      "assumptions too (technology.package.hbm_edges=4, "
+                      "technology.spares=none).")] = None,
 ) -> None:
     """Die area from the process-node constants: breakdown by component, the die edge the
     off-chip interfaces need, the package geometry, and the error against the published
@@ -459,10 +464,15 @@ def area(
         from dse.report.figure import image_format
 
         image_format(plot, "--plot")
+    overrides = {}
+    for path, values in _overrides(sets).items():
+        if len(values) != 1:
+            raise DseError(f"--set {path}: dse area shows one design per chip; give one value")
+        overrides[path] = values[0]
     docs = []
     for ref in hardware:
         spec, tech = hardware_with_technology(ref)
-        db = design_batch(spec)
+        db = design_batch(spec, overrides or None)
         res = die_area(db, tech, reticle=reticle, package=reticle)
         doc = area_view.area_document(res)
         if cost:

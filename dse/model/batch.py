@@ -20,6 +20,7 @@ import numpy as np
 
 from dse import units
 from dse.errors import DseError
+from dse.spec import assumptions
 from dse.spec.fixed_costs import fixed_cost
 from dse.spec.hardware import (
     CHANNEL_INTERFACES,
@@ -84,6 +85,9 @@ class DesignBatch:
     topology: str | None
     chips_per_node: int | np.ndarray  # [N] where designs differ
     overrides: dict[str, np.ndarray] = field(default_factory=dict)
+    # the technology-level assumptions given with the overrides and applied to `spec`
+    # (dse.spec.assumptions): (path, value) pairs, for what a report echoes
+    assumed: tuple[tuple[str, object], ...] = ()
 
     @property
     def levels(self) -> int:
@@ -115,7 +119,8 @@ class DesignBatch:
         return np.where(self.resident[None, :], self.capacity, 0.0)
 
 
-# Fields the models read as one value for every design; a study cannot vary them yet.
+# Fields the models read as one value for every design; a study cannot vary them yet (a
+# package field or the spares policy given once is applied to the spec: dse.spec.assumptions).
 _FIXED = ("technology.as_built.", "technology.package.")
 
 
@@ -133,8 +138,7 @@ class _Values:
             if path in self.parsed:
                 raise DseError(f"--set {key}: {path} is given twice")
             if path.startswith(_FIXED):
-                raise DseError(f"--set {path}: the model reads one value of this field for "
-                               "every design, so it cannot be varied yet")
+                raise DseError(f"--set {path}: {assumptions.NOT_VARIED}")
             if isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
                 cyc = [False]  # plain numbers: SI values, never per cycle
             else:
@@ -266,7 +270,10 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
     if overrides is not None and not isinstance(overrides, dict):
         raise DseError(f"overrides: expected a mapping of dotted paths to values, found a "
                        f"{type(overrides).__name__}")
-    v = _Values(spec, dict(overrides or {}))
+    # a technology-level assumption (package, spares) is the spec's: one value, applied to it
+    spec, rest = assumptions.split(spec, dict(overrides or {}))
+    assumed = assumptions.values_of(spec, [k for k in overrides or {} if k not in rest])
+    v = _Values(spec, rest)
     n, c = v.n, spec.compute
     units_ = v.get("compute.units", c.units)
     clock = v.clock
@@ -402,6 +409,7 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
                         if ic and v.given("interconnect.chips_per_node")
                         else (ic.chips_per_node if ic else 1)),
         overrides={k: np.broadcast_to(a.ravel(), (n,)) for k, a in v.parsed.items()},
+        assumed=tuple(assumed.items()),
     )
     if "interconnect.links" in v.parsed and (ic is None or ic.link_bandwidth is None) \
             and not v.given("interconnect.link_bandwidth") and np.any(batch.links > 0):

@@ -47,7 +47,8 @@ def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> d
                      "engine": engine_of(sc).model_dump() if sc.phase == "serve" else None},
         # Every override applied: scenario fields the caller replaced, hardware paths (SI).
         "overrides": {**res.scenario_overrides_of(i),
-                      **{k: float(v[i]) for k, v in res.batch.overrides.items()}},
+                      **{k: float(v[i]) for k, v in res.batch.overrides.items()},
+                      **dict(res.batch.assumed)},  # package, spares: one value for all
         "warnings": list(res.warnings),
         "feasible": bool(res.feasible[i]),
         "reason": str(res.reason[i]) or None,
@@ -110,8 +111,10 @@ def _fmt(value: float | None, kind: Any) -> str:
     return units.format_quantity(value, kind)
 
 
-def hardware_value(path: str, value: float) -> str:
+def hardware_value(path: str, value: float | str) -> str:
     """An override value in SI for people, with the unit its path carries ("96 MiB")."""
+    if isinstance(value, str):  # a word (technology.spares=none)
+        return value
     col = column_name(path)
     suffix = col[len(path) + 1:] if col != path else ""
     kind = next((k for k in units.KINDS if suffix and k.suffix == suffix), None)

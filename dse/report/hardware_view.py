@@ -178,6 +178,7 @@ def vocabulary_rows(spec: HardwareSpec, every: bool = False) -> list[dict[str, A
     (`varies`). Without `every`, only the fields the spec gives a value."""
     from dse.errors import DseError
     from dse.model.batch import design_batch
+    from dse.spec import assumptions
     from dse.spec.vocabulary import canonical, current, variable_paths
 
     rows = []
@@ -188,7 +189,8 @@ def vocabulary_rows(spec: HardwareSpec, every: bool = False) -> list[dict[str, A
             continue
         try:
             design_batch(spec, {key: value if value is not None else 1.0})
-            note = ""
+            # a package field is the spec's: one value (set: or --set), never varied
+            note = "one value for all designs" if assumptions.is_assumption(key) else ""
         except DseError as e:
             why = str(e)
             note = "no model reads it" if "no model reads" in why else (

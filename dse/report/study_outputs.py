@@ -31,11 +31,17 @@ IMPORTANCE_TRIALS = 2000  # feasible trials the importance evaluator sees at mos
 
 
 def _bounds(study: Study, row: pd.Series) -> dict[str, str]:
+    from dse.search import chips
+
     params = study.designs({p.path: np.array([row[p.column]]) for p in study.params})
+    hardware = {k: v for k, v in params.items() if not chips.is_workload_path(k)}
     out = {}
     for name, job in study.jobs.items():
-        ev = evaluate(study.hardware, job.workload, job.scenario, execution=job.execution,
-                      tech=study.tech, reticle=False, overrides=params, **job.fields)
+        execution, _ = chips.execution_for(job, int(chips.chips_of(job, params, 1)[0]))
+        if execution is None:  # the best design runs every workload: not reached
+            continue
+        ev = evaluate(study.hardware, job.workload, job.scenario, execution=execution,
+                      tech=study.tech, reticle=False, overrides=hardware, **job.fields)
         out[name] = bound_shares(ev.op_records(0))
     return out
 
@@ -107,7 +113,10 @@ def facts(study: Study, t: outputs.Tables, run_line: str, extra: list[str]) -> F
     for p in study.params:
         lo, hi = (p.low, p.high) if p.choices is None else (min(p.choices), max(p.choices))
         params.append((p.column, p.path, float(lo), float(hi), p.log))
-    refs = [(name, {p.column: _current(hw, p.path) for p in study.params})
+    from dse.search.chips import reference_value
+
+    refs = [(name, {p.column: (reference_value(study, p.path) or _current(hw, p.path))
+                    for p in study.params})
             for name, hw, _ in study.references]
     return Facts(name=study.spec.name, description=study.spec.description or "",
                  run_line=run_line, base=study.hardware.name, params=params, objectives=cols,

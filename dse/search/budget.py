@@ -56,17 +56,25 @@ def _ends(p: Param) -> tuple[float, float]:
     return p.low, p.high
 
 
+def _hardware(study: Study) -> tuple:
+    """The study's hardware parameters: a workload's chip count (dse.search.chips) changes
+    no chip's area or cost."""
+    from dse.search.chips import is_workload_path
+
+    return tuple(p for p in study.params if not is_workload_path(p.path))
+
+
 def _corner_designs(study: Study) -> dict[str, np.ndarray]:
     """Corners of the ranges (path -> [M] values): all of them up to MAX_CORNERS, else the
     all-low corner and each parameter raised alone (the caller picks each one's end)."""
-    ends = [_ends(p) for p in study.params]
+    ends = [_ends(p) for p in _hardware(study)]
     k = len(ends)
     if 2**k <= MAX_CORNERS:
         picks = np.array(list(itertools.product((0, 1), repeat=k)), dtype=int).reshape(-1, k)
     else:
         picks = np.vstack([np.zeros((1, k), dtype=int), np.eye(k, dtype=int)])
     return {p.path: np.array([e[i] for i in picks[:, j]], dtype=float)
-            for j, (p, e) in enumerate(zip(study.params, ends, strict=True))}
+            for j, (p, e) in enumerate(zip(_hardware(study), ends, strict=True))}
 
 
 @dataclass(frozen=True)
@@ -104,23 +112,23 @@ def smallest(study: Study) -> Smallest | None:
         return None
     try:
         base = area(design_batch(study.hardware), study.tech)
-        designs = _corner_designs(study) if study.params else {}
+        designs = _corner_designs(study) if _hardware(study) else {}
         res = area(design_batch(study.hardware, designs or None), study.tech)
         corners = _cost(study, designs)  # cost grows with silicon and memory like area
         base_cost = _cost(study, None)
         cheap_values: dict[str, float] | None = None
-        if corners is not None and 2**len(study.params) <= MAX_CORNERS:
+        if corners is not None and 2**len(_hardware(study)) <= MAX_CORNERS:
             j = int(np.argmin(corners))
             cheap_values = {k: float(v[j]) for k, v in designs.items()}
-        if 2**len(study.params) > MAX_CORNERS:  # one parameter at a time: pick each end
+        if 2**len(_hardware(study)) > MAX_CORNERS:  # one parameter at a time: pick each end
             lower = res.total_mm2[1:] < res.total_mm2[0]
             designs = {p.path: np.array([_ends(p)[int(lower[j])]])
-                       for j, p in enumerate(study.params)}
+                       for j, p in enumerate(_hardware(study))}
             res = area(design_batch(study.hardware, designs), study.tech)
             if corners is not None:
                 cheaper = corners[1:] < corners[0]
                 cheap_values = {p.path: float(_ends(p)[int(cheaper[j])])
-                                for j, p in enumerate(study.params)}
+                                for j, p in enumerate(_hardware(study))}
                 corners = _cost(study, {k: np.array([v]) for k, v in cheap_values.items()})
     except DseError:
         return None
@@ -146,7 +154,7 @@ def _edge_area(res: AreaResult) -> np.ndarray:
 
 
 def _described(study: Study, values: dict[str, float]) -> str:
-    return ", ".join(f"{p.path} {shown(p.column, values[p.path])}" for p in study.params)
+    return ", ".join(f"{p.path} {shown(p.column, values[p.path])}" for p in _hardware(study))
 
 
 def findings(study: Study, power: bool = True) -> list[Finding]:
@@ -166,7 +174,7 @@ def findings(study: Study, power: bool = True) -> list[Finding]:
             edge = (f" (its off-chip interfaces alone need a die of {s.edge_area_mm2:,.0f} "
                     "mm2 for their edge)" if s.edge_area_mm2 > budget else "")
             ranged = (f"the smallest design the parameters' ranges allow "
-                      f"({_described(study, s.values)})" if study.params else "every design")
+                      f"({_described(study, s.values)})" if _hardware(study) else "every design")
             out.append(Finding(key, f"no design can meet {what}: {ranged} needs "
                                f"{s.area_mm2:,.0f} mm2{edge}; the base {base} needs "
                                f"{s.base_area_mm2:,.0f} mm2", True))
@@ -183,7 +191,7 @@ def findings(study: Study, power: bool = True) -> list[Finding]:
         if s.cost_usd > budget:
             ranged = (f"the cheapest design the parameters' ranges allow "
                       f"({_described(study, s.cost_values or {})})"
-                      if study.params and s.cost_values else "every design")
+                      if _hardware(study) and s.cost_values else "every design")
             out.append(Finding(key, f"no design can meet {what}: {ranged} costs "
                                f"{s.cost_usd:,.0f} USD to make; the base {base} "
                                f"{s.base_cost_usd:,.0f} USD", True))
@@ -192,6 +200,8 @@ def findings(study: Study, power: bool = True) -> list[Finding]:
                                f"over {what}; designs from the parameters' ranges reach down "
                                f"to {s.cost_usd:,.0f} USD, so only some derived designs can "
                                "meet it", False))
+    if s is not None and study.system_budget is not None and np.isfinite(s.cost_usd):
+        out.extend(_system_findings(study, s))
     if s is not None and cons.reticle:
         assert study.tech is not None
         reticle = study.tech.reticle
@@ -225,4 +235,28 @@ def findings(study: Study, power: bool = True) -> list[Finding]:
                                f"{worst[1]:,.0f} W on {worst[0]}, over the {cons.power:,.0f} W "
                                "cap; designs that draw less (fewer units, a lower clock) can "
                                "meet it", False))
+    return out
+
+
+def _system_findings(study: Study, s: Smallest) -> list[Finding]:
+    """A workload whose system cost budget even the cheapest chip on the fewest chips the
+    study allows cannot meet (fatal)."""
+    from dse.search.chips import path_of
+
+    cons = study.spec.constraints
+    key = ("constraints", "system_cost_of" if cons.system_cost_of is not None
+           else "system_cost")
+    out = []
+    assert study.system_budget is not None
+    for name, job in study.jobs.items():
+        p = next((p for p in study.params if p.path == path_of(name)), None)
+        fewest = job.execution.chips if p is None else (
+            min(p.choices) if p.choices is not None else p.low)
+        need = s.cost_usd * float(fewest)
+        budget = study.system_budget[name]
+        if need > budget:
+            out.append(Finding(key, f"no design can meet the {budget:,.0f} USD system cost "
+                               f"budget of {name}: the cheapest design the parameters' ranges "
+                               f"allow costs {s.cost_usd:,.0f} USD a chip, {need:,.0f} USD on "
+                               f"{fewest:g} chip{'' if fewest == 1 else 's'}", True))
     return out

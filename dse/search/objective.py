@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.model import evaluate
 from dse.model.area import PADDING, area, reticle_reason
 from dse.model.batch import design_batch
 from dse.model.cost import cost
+from dse.search import chips as chip_count
 from dse.search.space import DIRECT, Goal, Job, Study
 
 # The value an infeasible design's objective is told as when its metric does not exist
@@ -43,11 +43,12 @@ class Outcome:
 
 
 def job_metric(job: Job, metric: str, metrics: dict[str, np.ndarray], area_mm2: np.ndarray,
-               cost_usd: np.ndarray | None = None) -> np.ndarray:
+               cost_usd: np.ndarray | None = None, chips: np.ndarray | None = None
+               ) -> np.ndarray:
     """[N] one study metric of one workload from `evaluate`'s metrics (system throughput;
     per mm2 of all chips' silicon; per watt of all chips; per USD of all chips' cost to
-    make)."""
-    chips = job.execution.chips
+    make). `chips`: [N] chips per design (default: the workload's own)."""
+    chips = job.execution.chips if chips is None else chips
     thr = metrics[job.throughput_metric]
     if job.phase == "prefill":
         thr = thr * chips
@@ -90,7 +91,8 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
     """Evaluate N designs (`params`: canonical path -> [N] SI values; none: the study's
     hardware alone) on every workload of `study`."""
     spec, tech = study.hardware, study.tech
-    db = design_batch(spec, params or None)
+    hardware = {k: v for k, v in params.items() if not chip_count.is_workload_path(k)}
+    db = design_batch(spec, hardware or None)
     n = db.n
     cons = study.spec.constraints
     constraints: dict[str, np.ndarray] = {}
@@ -149,11 +151,21 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
     per_job: dict[str, dict[str, np.ndarray]] = {}
     misfit = np.zeros(n)
     power = np.full(n, -np.inf)
+    system_over = np.full(n, -np.inf)  # most a workload's system is over its cost budget
     for name, job in study.jobs.items():
-        ev = evaluate(db, job.workload, job.scenario, execution=job.execution, tech=tech,
-                      reticle=False, **job.fields)
+        n_chips = chip_count.chips_of(job, params, n)
+        ev = chip_count.evaluate_job(db, job, n_chips, tech)
         m = ev.metrics
-        metrics = {k: job_metric(job, k, m, area_mm2, cost_usd) for k in
+        if study.system_budget is not None and cost_usd is not None:
+            system = cost_usd * n_chips
+            columns[f"{name}.system_cost_usd"] = system
+            over = system - study.system_budget[name]
+            system_over = np.fmax(system_over, over)
+            for i in np.flatnonzero(over > 0):
+                why[i].append(f"system cost {system[i]:,.0f} USD on {name} ({n_chips[i]:.0f} "
+                              f"chips) exceeds the budget of "
+                              f"{study.system_budget[name]:,.0f} USD")
+        metrics = {k: job_metric(job, k, m, area_mm2, cost_usd, n_chips) for k in
                    ("throughput", "throughput_per_mm2", "throughput_per_watt",
                     "throughput_per_dollar", *DIRECT)
                    if k not in DIRECT or DIRECT[k] in m}
@@ -171,6 +183,9 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
             columns[f"{name}.{k}"] = v
         for i in np.flatnonzero(~ev.feasible):
             why[i].append(f"{name}: {ev.reason[i]}")
+    if study.system_budget is not None and cost_usd is not None:
+        # finite for the sampler: a die no wafer yields costs inf
+        constraints["system_cost_usd"] = np.minimum(system_over, WORST_MINIMIZED)
     if cons.fit:
         constraints["unfit_workloads"] = np.where(misfit > 0, misfit, -1.0)
     if cons.power is not None:

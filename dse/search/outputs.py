@@ -122,6 +122,12 @@ def infeasible_reasons(study: Study, trials: pd.DataFrame) -> list[tuple[int, st
     if study.cost_budget is not None and (n := int(broken("cost_usd").sum())):
         out.append((n, f"over the {study.cost_budget:,.0f} USD cost budget (the cheapest "
                        f"design: {trials['cost_per_chip_usd'].min():,.0f} USD)"))
+    if study.system_budget is not None and (n := int(broken("system_cost_usd").sum())):
+        cheapest = min(float(trials[f"{j}.system_cost_usd"].min()) for j in study.jobs
+                       if f"{j}.system_cost_usd" in trials)
+        budgets = ", ".join(f"{v:,.0f} USD for {j}" for j, v in study.system_budget.items())
+        out.append((n, f"over the system cost budget ({budgets}; the cheapest system: "
+                       f"{cheapest:,.0f} USD)"))
     if study.tech is not None and cons.reticle and (n := int(broken("reticle_mm2").sum())):
         out.append((n, f"with a die over the {study.tech.reticle:,.0f} mm2 reticle (the smallest "
                        f"die: {trials['die_mm2'].min():,.0f} mm2)"))

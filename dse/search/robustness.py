@@ -207,7 +207,16 @@ def _value(study, row: pd.Series, path: str) -> float:
     p = next((p for p in study.params if p.path == path), None)
     if p is not None:
         return float(row[p.column])
-    return float(study.fixed.get(path, vocabulary.current(study.hardware, path) or np.nan))
+    return float(study.fixed.get(path, _current(study, path) or np.nan))
+
+
+def _current(study, path: str) -> float | None:
+    """The base chip's value of `path` (a workload parameter: the workload's own chips)."""
+    from dse.search import chips
+
+    if chips.is_workload_path(path):
+        return chips.reference_value(study, path)
+    return vocabulary.current(study.hardware, path)
 
 
 @dataclass(frozen=True)
@@ -289,7 +298,7 @@ def findings(study, best: dict[str, pd.Series], band_of: dict[str, Band | None],
             else:
                 out.append(Finding((col, "range", p), f"{name}: {p} fixed", "fixed",
                                    fmt(column, v)))
-            b = vocabulary.current(study.hardware, p)
+            b = _current(study, p)
             if b is not None and np.isfinite(v):
                 def side_of(x: float, b: float = b) -> str:
                     rel = (x - b) / b if b else x
@@ -375,7 +384,9 @@ def describe(alt) -> str:
         parts.append(f"{key} " + ", ".join(f"{k} {v}" for k, v in given.items()))
     parts += [f"{k} = {v}" for k, v in alt.set.items()]
     for k, v in alt.constraints.model_dump(exclude_unset=True).items():
-        unit = {"power": " W", "area": " mm2"}.get(k, "")
-        shown = f"{v:,.4g}{unit}" if isinstance(v, float) else str(v).lower()
+        unit = {"power": " W", "area": " mm2", "cost": " USD", "system_cost": " USD"}.get(k, "")
+        dollars = unit == " USD" and isinstance(v, float)
+        shown = f"{v:,.0f}{unit}" if dollars else f"{v:,.4g}{unit}" if isinstance(v, float) \
+            else str(v).lower()
         parts.append(f"{k} {shown}")
     return "; ".join(parts)

@@ -18,7 +18,8 @@ from pydantic import ValidationError
 from dse import units
 from dse.errors import DseError, Issue, SpecError, suggest
 from dse.model.execution import Execution
-from dse.spec import vocabulary
+from dse.search import chips
+from dse.spec import assumptions, vocabulary
 from dse.spec.hardware import HardwareSpec
 from dse.spec.load import issue_at, load_design, load_workload, read_yaml, validate
 from dse.spec.study import (
@@ -30,6 +31,7 @@ from dse.spec.study import (
     StudyWorkload,
 )
 from dse.spec.technology import TechSpec
+from dse.spec.types import MAX_WHOLE
 from dse.spec.workload import WorkloadSpec
 from dse.workloads import execution_issues, resolve_scenario
 
@@ -101,7 +103,8 @@ class Job:
     scenario: str | None  # the workload file's scenario name (None: its first, phase replaced)
     phase: str
     fields: dict[str, object]  # scenario fields replaced (batch, seq_in ...)
-    execution: Execution
+    execution: Execution  # on the workload's own chips (the base's and references' system)
+    resolved: object = None  # the scenario as resolved (to check a varied chip count's split)
 
     @property
     def kind(self) -> str:
@@ -153,6 +156,9 @@ class Study:
     references: tuple[tuple[str, HardwareSpec, TechSpec | None], ...]
     area_budget: float | None = None  # mm2: constraints.area, or area_of's modelled area
     cost_budget: float | None = None  # USD per chip: constraints.cost, or cost_of's cost
+    # USD per workload's system (cost per chip x its chips): constraints.system_cost, or
+    # system_cost_of's cost x the workload's own chips
+    system_budget: dict[str, float] | None = None
     fixed: dict[str, float] = field(default_factory=dict)  # canonical path -> SI: `set`
     alternatives: dict[str, Study] = field(default_factory=dict)  # name -> its own study
     alternative: str | None = None  # this study's name among its parent's alternatives
@@ -179,7 +185,7 @@ class Study:
         written relatively or absolutely, a budget in mm2 or as a chip's area)."""
         c = self.spec.constraints
         keep = {
-            "base": self.hardware.model_dump(mode="json"),
+            "base": _dumped(self.hardware),
             "params": [(p.path, p.low, p.high, p.step, p.log, p.choices) for p in self.params],
             "jobs": {n: (j.workload.model_dump(mode="json"), j.scenario, j.fields,
                          (j.execution.chips, j.execution.tp, j.execution.pp), j.spec.weight)
@@ -192,8 +198,23 @@ class Study:
         }
         if self.fixed:  # only where there is one: a study without `set` keeps its digest
             keep["fixed"] = {k: _digits(v) for k, v in sorted(self.fixed.items())}
+        if self.system_budget is not None:
+            keep["system_cost"] = {k: _digits(v) for k, v in sorted(self.system_budget.items())}
+        tp_all = sorted(n for n, j in self.jobs.items() if j.spec.tp == "all")
+        if tp_all:  # the split a varied chip count follows
+            keep["tp_all"] = tp_all
         text = json.dumps(keep, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _dumped(hw: HardwareSpec) -> dict:
+    """The hardware as the digest reads it: the default spares policy left out, so a study
+    stored before the policy existed keeps its digest (a stated policy counts)."""
+    out = hw.model_dump(mode="json")
+    tech = out.get("technology")
+    if isinstance(tech, dict) and tech.get("spares") == "as-built":
+        del tech["spares"]
+    return out
 
 
 def _digits(x: float | None) -> str | None:
@@ -224,15 +245,20 @@ def _value(data, at: tuple, path: str, term, value: object, clock: float | None,
 
 
 def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue],
-           loc: tuple | None = None, inherited: dict[str, tuple] | None = None
-           ) -> Param | None:
+           loc: tuple | None = None, inherited: dict[str, tuple] | None = None,
+           workloads: dict[str, StudyWorkload] | None = None) -> Param | None:
     """Parameter `key` resolved; its problems at `loc` (default: parameters.<key>), a field
     named in `inherited` at that place instead (an alternative's change keeps the study's
     other fields, whose problems are where the study file writes them)."""
     loc = loc or ("parameters", key)
     inherited = inherited or {}
+    if assumptions.is_assumption(key):
+        issues.append(issue_at(data, loc, f"{assumptions.NOT_VARIED}; fix it with set: (the "
+                                          "study's, or an alternative's to compare values)"))
+        return None
     try:
-        path, term = vocabulary.canonical(hw, key)
+        path, term = (_workload_term(key, workloads) if chips.is_workload_path(key)
+                      else vocabulary.canonical(hw, key))
     except DseError as e:
         issues.append(issue_at(data, loc, _strip(str(e), key)))
         return None
@@ -276,6 +302,26 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue],
                  p.log, None)
 
 
+# A workload's chip count as a parameter (dse.search.chips): a whole number >= 1.
+CHIPS_TERM = vocabulary.Term("workloads.<name>.chips", None, True, None, 1.0,
+                             float(MAX_WHOLE), None, "chips that run the workload")
+
+
+def _workload_term(key: str, workloads: dict[str, StudyWorkload] | None
+                   ) -> tuple[str, vocabulary.Term]:
+    """(path, term) of a workload parameter `workloads.<name>.chips`; DseError naming what
+    is wrong (an unknown workload, a field other than chips)."""
+    name, field_ = chips.split_key(key)
+    names = list(workloads or {})
+    if name not in names:
+        raise DseError(f"--set {key}: '{name}' is not a workload of this study"
+                       f"{suggest(name, names)}; expected one of: {', '.join(names)}")
+    if field_ != chips.FIELD:
+        raise DseError(f"--set {key}: a study varies a workload's chips only (its split "
+                       f"follows them: tp: all), not '{field_}'")
+    return key, CHIPS_TERM
+
+
 def _job(data, name: str, w: StudyWorkload, near: Path, issues: list[Issue]) -> Job | None:
     loc = ("workloads", name)
     try:
@@ -297,17 +343,23 @@ def _job(data, name: str, w: StudyWorkload, near: Path, issues: list[Issue]) -> 
             issues.append(issue_at(data, (*loc, "scenario" if w.scenario else "workload"),
                                    str(e)))
         return None
-    problems, _ = execution_issues(wl, sc, w.tp, w.pp)
-    if w.tp * w.pp > w.chips or w.chips % (w.tp * w.pp):
-        problems.append(f"chips ({w.chips}) must be a multiple of tp x pp ({w.tp * w.pp})")
+    if w.tp == "all" and w.chips % w.pp:
+        issues.append(issue_at(data, (*loc, "tp"), f"tp: all splits every chip of a pipeline "
+                               f"stage, and chips ({w.chips}) is not a multiple of pp "
+                               f"({w.pp})"))
+        return None
+    tp = w.chips // w.pp if w.tp == "all" else w.tp
+    problems, _ = execution_issues(wl, sc, tp, w.pp)
+    if tp * w.pp > w.chips or w.chips % (tp * w.pp):
+        problems.append(f"chips ({w.chips}) must be a multiple of tp x pp ({tp * w.pp})")
     if problems:
         issues.append(issue_at(data, loc, "; ".join(problems)))
         return None
-    ex = Execution(chips=w.chips, tp=w.tp, pp=w.pp)
+    ex = Execution(chips=w.chips, tp=tp, pp=w.pp)
     # a phase the workload has no scenario of runs its first scenario with the phase
     # replaced (resolve_scenario names it "<phase> (default)"): evaluate resolves it again
     named = sc_name if sc_name in wl.scenarios else w.scenario
-    return Job(name, w, wl, named, sc.phase, fields, ex)
+    return Job(name, w, wl, named, sc.phase, fields, ex, sc)
 
 
 def _goal(data, name: str, o: Objective, jobs: dict[str, StudyWorkload],
@@ -364,7 +416,8 @@ def load_study(path: str | Path) -> Study:
         hw, tech, no_area = _hardware(spec.base, near)
     except SpecError as e:
         raise SpecError([issue_at(data, ("base",), _messages(e))]) from None
-    params = [_param(data, k, p, hw, issues) for k, p in spec.parameters.items()]
+    params = [_param(data, k, p, hw, issues, workloads=spec.workloads)
+              for k, p in spec.parameters.items()]
     seen: dict[str, str] = {}
     for p in params:
         if p is not None and p.path in seen:
@@ -372,10 +425,12 @@ def load_study(path: str | Path) -> Study:
                                    f"the same path as '{seen[p.path]}'"))
         elif p is not None:
             seen[p.path] = p.key
+    hw = _assumed(data, ("set",), spec.set or {}, hw, issues)
     fixed = _fixed(data, ("set",), spec.set or {}, hw, issues)
     for p in params:
         if p is not None and p.path in fixed:
             issues.append(issue_at(data, ("set", next(k for k in spec.set or {} if
+                                                      not assumptions.is_assumption(k) and
                                                       vocabulary.canonical(hw, k)[0] == p.path)),
                                    f"the study varies this path (parameters.{p.key}): "
                                    "give it a range or a fixed value, not both"))
@@ -387,7 +442,8 @@ def load_study(path: str | Path) -> Study:
     cost_budget = spec.constraints.cost
     if spec.constraints.cost_of is not None:
         cost_budget = _modelled_cost(data, spec.constraints.cost_of, near, issues)
-    needs_cost = cost_budget is not None or any(
+    system_budget = _system_budget(data, spec.constraints, spec.workloads, near, issues)
+    needs_cost = cost_budget is not None or system_budget is not None or any(
         g is not None and g.spec.metric in ("cost", "throughput_per_dollar") for g in goals)
     if needs_cost and tech is not None and tech.wafer is None:
         issues.append(issue_at(data, ("base",), "the cost constraint and objectives need the "
@@ -416,7 +472,7 @@ def load_study(path: str | Path) -> Study:
                  params=tuple(p for p in params if p is not None),
                  jobs={n: j for n, j in jobs.items() if j is not None},
                  goals=tuple(g for g in goals if g is not None), references=tuple(references),
-                 area_budget=budget, cost_budget=cost_budget,
+                 area_budget=budget, cost_budget=cost_budget, system_budget=system_budget,
                  fixed=fixed)
     alternatives = {}
     for name, alt in (spec.alternatives or {}).items():
@@ -448,12 +504,29 @@ def _modelled_cost(data, ref: str, near: Path, issues: list[Issue],
     return float(cost(db, tech, area(db, tech)).total_usd[0])
 
 
+def _system_budget(data, c, workloads: dict[str, StudyWorkload], near: Path,
+                   issues: list[Issue], loc: tuple = ("constraints",)
+                   ) -> dict[str, float] | None:
+    """Each workload's system cost budget (USD) from constraints `c`: system_cost for every
+    workload, or system_cost_of's modelled cost x the workload's own chips (the reference
+    system it is compared with); None without either."""
+    if c.system_cost is not None:
+        return {n: float(c.system_cost) for n in workloads}
+    if c.system_cost_of is None:
+        return None
+    one = _modelled_cost(data, c.system_cost_of, near, issues, loc=(*loc, "system_cost_of"))
+    return None if one is None else {n: one * w.chips for n, w in workloads.items()}
+
+
 def _fixed(data, loc: tuple, values: dict[str, object], hw: HardwareSpec,
            issues: list[Issue]) -> dict[str, float]:
-    """A study's or an alternative's `set`: canonical path -> SI value."""
+    """A study's or an alternative's `set`: canonical path -> SI value (the technology-level
+    assumptions apart: `_assumed`)."""
     out: dict[str, float] = {}
     for key, value in values.items():
         at = (*loc, key)
+        if assumptions.is_assumption(key):
+            continue
         try:
             path, term = vocabulary.canonical(hw, key)
         except DseError as e:
@@ -466,6 +539,21 @@ def _fixed(data, loc: tuple, values: dict[str, object], hw: HardwareSpec,
         if v is not None:
             out[path] = v
     return out
+
+
+def _assumed(data, loc: tuple, values: dict[str, object], hw: HardwareSpec,
+             issues: list[Issue]) -> HardwareSpec:
+    """`hw` with the technology-level assumptions of a `set` (package geometry, spares
+    policy: dse.spec.assumptions) applied, each checked alone so its problem is at its key;
+    the study's hardware then carries them, so its digest covers them."""
+    for key, value in values.items():
+        if not assumptions.is_assumption(key):
+            continue
+        try:
+            hw = assumptions.applied(hw, {key: value})
+        except DseError as e:
+            issues.append(issue_at(data, (*loc, key), _strip(str(e), key)))
+    return hw
 
 
 # An alternative's name is a folder of the output (<out>/alternatives/<name>/).
@@ -503,11 +591,15 @@ def _alternative(data, name: str, alt: Alternative, main: Study,
                                           "letters, digits, '.', '_' or '-' (at most 64), "
                                           "starting with a letter or digit"))
     own = _fixed(data, (*loc, "set"), alt.set, hw, issues)
+    hw = _assumed(data, (*loc, "set"), alt.set, hw, issues)
     fixed = {**main.fixed, **own}
     changes: dict[str, tuple[str, dict]] = {}
     for key, change in alt.params.items():
+        if assumptions.is_assumption(key):
+            _param(data, key, Parameter(choices=[0]), hw, issues, loc=(*loc, "params", key))
+            continue
         try:
-            path, _ = vocabulary.canonical(hw, key)
+            path = key if chips.is_workload_path(key) else vocabulary.canonical(hw, key)[0]
         except DseError as e:
             issues.append(issue_at(data, (*loc, "params", key), _strip(str(e), key)))
             continue
@@ -534,7 +626,8 @@ def _alternative(data, name: str, alt: Alternative, main: Study,
             continue
         inherited = {f: ("parameters", key) for f in ("low", "high", "step", "choices")
                      if f not in change}
-        got = _param(data, key, merged, hw, issues, loc=at, inherited=inherited)
+        got = _param(data, key, merged, hw, issues, loc=at, inherited=inherited,
+                     workloads=spec.workloads)
         if got is not None:
             raw[key] = merged
             resolved.append(got)
@@ -546,7 +639,7 @@ def _alternative(data, name: str, alt: Alternative, main: Study,
             issues.append(issue_at(data, at, "; ".join(
                 str(x["msg"]).removeprefix("Value error, ") for x in e.errors())))
             continue
-        got = _param(data, ckey, new, hw, issues, loc=at)
+        got = _param(data, ckey, new, hw, issues, loc=at, workloads=spec.workloads)
         if got is not None:
             raw[ckey] = new
             resolved.append(got)
@@ -560,7 +653,12 @@ def _alternative(data, name: str, alt: Alternative, main: Study,
     changed = [q for q in budgets if q in given or f"{q}_of" in given]
     for q in changed:
         given[f"{q}_of" if q in given else q] = None
+    system = "system_cost" in given or "system_cost_of" in given
+    if system:
+        given["system_cost_of" if "system_cost" in given else "system_cost"] = None
     constraints = spec.constraints.model_copy(update=given)
+    system_budget = main.system_budget if not system else _system_budget(
+        data, constraints, spec.workloads, main.path.parent, issues, loc=(*loc, "constraints"))
     modelled = {"area": _modelled_area, "cost": _modelled_cost}
     for q in changed:
         chip = getattr(constraints, f"{q}_of")
@@ -571,15 +669,17 @@ def _alternative(data, name: str, alt: Alternative, main: Study,
         return None
     set_text = {**(spec.set or {}), **alt.set}
     for key in list(set_text):  # the study's own key for a path the alternative sets again
-        if key not in alt.set and vocabulary.canonical(hw, key)[0] in own:
+        if key not in alt.set and not assumptions.is_assumption(key) \
+                and vocabulary.canonical(hw, key)[0] in own:
             del set_text[key]
     new_spec = spec.model_copy(update={
         "name": f"{spec.name}.{name}", "description": alt.description or spec.description,
         "parameters": raw, "constraints": constraints, "set": set_text or None,
         "alternatives": None,
         "search": spec.search.model_copy(update={"trials": alt.trials or spec.search.trials})})
-    return replace(main, spec=new_spec, params=tuple(resolved), area_budget=budget,
-                   cost_budget=cost_budget, fixed=fixed, alternatives={}, alternative=name)
+    return replace(main, spec=new_spec, hardware=hw, params=tuple(resolved),
+                   area_budget=budget, cost_budget=cost_budget, system_budget=system_budget,
+                   fixed=fixed, alternatives={}, alternative=name)
 
 
 def _modelled_area(data, ref: str, near: Path, issues: list[Issue],

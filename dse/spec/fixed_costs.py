@@ -115,7 +115,10 @@ def spares(spec: HardwareSpec) -> Spares:
     a derived design keeps its base's spare fraction whatever it changes: 160 SMs derived
     from an H100 (144 built for 132 enabled) pay for 160 x 144 / 132, by `base:` as by
     `--set compute.units=160` or a study, which price the base spec's designs the same way.
-    None at all: no spares."""
+    None at all, or `technology.spares: none` (a study's "no spares" assumption): no
+    spares."""
+    if spec.technology is not None and spec.technology.spares == "none":
+        return Spares()
     built = spec.technology.as_built if spec.technology else None
     if built is None:
         return spec._base_spares or Spares()

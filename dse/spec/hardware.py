@@ -488,6 +488,11 @@ class Technology(Spec):
     """The die as built, where the product fuses off part of it."""
     package: PackageChoice | None = None
     """Package geometry choices (packaging technology, die aspect, HBM edges)."""
+    spares: Literal["as-built", "none"] = "as-built"
+    """Spare silicon policy (dse.spec.fixed_costs.spares). as-built: the die carries the
+    spares its `as_built` states, or a derived design its base's spare fraction; none: no
+    spare silicon, every unit, cache byte, HBM site and link built is enabled (the die is
+    smaller and must work whole, so its yield falls)."""
     same_die: bool = False
     """This design is its `base:`'s silicon (another product or bin of the same die): it
     inherits the base's die_area, transistors and as_built. Without it a derived design is

@@ -8,7 +8,7 @@ resolved (dse.search.space), with the same file:line:col messages. No I/O.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
@@ -85,7 +85,11 @@ class StudyWorkload(Spec):
     seq_out: int | None = Field(default=None, ge=0)
     precision: PrecisionName | None = None
     chips: int = Field(default=1, ge=1)
-    tp: int = Field(default=1, ge=1)
+    """Chips that run it: the system of the base chip and of the references; a study may
+    vary it per design (`parameters: workloads.<name>.chips`)."""
+    tp: Annotated[int, Field(ge=1)] | Literal["all"] = 1
+    """Tensor-parallel degree; `all`: every chip of a pipeline stage (tp = chips / pp), so
+    the split follows a varied chip count."""
     pp: int = Field(default=1, ge=1)
     weight: float = Field(default=1.0, gt=0)
     """Exponent of this workload in a weighted geometric mean (weights are normalized)."""
@@ -143,6 +147,13 @@ class Constraints(Spec):
     cost_of: str | None = None
     """Instead of `cost`: the budget is the modelled cost of this chip (a shipped name or a
     path)."""
+    system_cost: Cost | None = None
+    """Cost to make the chips that run each workload (cost per chip x that workload's chips,
+    which a study may vary), USD: "fewer, dearer chips" against "more chips" at equal
+    dollars."""
+    system_cost_of: str | None = None
+    """Instead of `system_cost`: each workload's budget is this chip's modelled cost x the
+    workload's own `chips` (the reference system it is compared with)."""
     power: Power | None = None
     """Most power per chip on any workload, W (designs are already clocked to their TDP)."""
     fit: bool = True
@@ -154,6 +165,9 @@ class Constraints(Spec):
             raise ValueError("give the area budget once: area (a quantity) or area_of (a chip)")
         if self.cost is not None and self.cost_of is not None:
             raise ValueError("give the cost budget once: cost (a quantity) or cost_of (a chip)")
+        if self.system_cost is not None and self.system_cost_of is not None:
+            raise ValueError("give the system cost budget once: system_cost (a quantity) or "
+                             "system_cost_of (a chip)")
         return self
 
 
@@ -203,6 +217,8 @@ class ConstraintChange(Spec):
     fit: bool | None = None
     cost: Cost | None = None
     cost_of: str | None = None
+    system_cost: Cost | None = None
+    system_cost_of: str | None = None
 
     @model_validator(mode="after")
     def _one_budget(self) -> ConstraintChange:
@@ -210,6 +226,9 @@ class ConstraintChange(Spec):
             raise ValueError("give the area budget once: area (a quantity) or area_of (a chip)")
         if self.cost is not None and self.cost_of is not None:
             raise ValueError("give the cost budget once: cost (a quantity) or cost_of (a chip)")
+        if self.system_cost is not None and self.system_cost_of is not None:
+            raise ValueError("give the system cost budget once: system_cost (a quantity) or "
+                             "system_cost_of (a chip)")
         return self
 
 

@@ -247,6 +247,9 @@ def test_summary_counts_the_package_constraints():
 def test_package_rules_are_one_value_per_batch():
     from dse.errors import DseError
 
+    # one value is the spec's (dse.spec.assumptions); several cannot vary across a batch
     with pytest.raises(DseError, match=r"technology\.package\.hbm_edges: the model reads "
                                        r"one value of this field for every design"):
-        design_batch(load_hardware("middle-ground"), {"technology.package.hbm_edges": 4})
+        design_batch(load_hardware("middle-ground"), {"technology.package.hbm_edges": [2, 4]})
+    one = design_batch(load_hardware("middle-ground"), {"technology.package.hbm_edges": 4})
+    assert one.spec.technology.package.hbm_edges == 4

@@ -133,9 +133,9 @@ def test_cli_takes_one_value_of_an_assumption_and_refuses_several() -> None:
     assert "per long edge" not in (four["reason"] or "")
     two = json.loads(runner.invoke(app, base).output)
     assert "need 4 per long edge" in two["reason"]
-    # the interposer of 8 stacks round one die (3,280 mm2) is over CoWoS-S's 2,700 mm2 and
+    # the interposer of 8 stacks round one die (3,280 mm2) is over CoWoS-S's 2,831 mm2 and
     # within CoWoS-L's
-    assert "exceeds the 2700 mm2 limit of cowos-s" in four["reason"]
+    assert "exceeds the 2831 mm2 limit of cowos-s" in four["reason"]
     r = runner.invoke(app, [*base, "--set", "technology.package.hbm_edges=4", "--set",
                             "technology.package.packaging=cowos-l"])
     large = json.loads(r.output)

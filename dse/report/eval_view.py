@@ -12,7 +12,7 @@ from dse.model import METRICS, Evaluation
 from dse.model.metrics import METRICS as METRIC_DEFS
 from dse.model.power_stage import POWER_METRICS
 from dse.model.training import TRAINING_METRICS
-from dse.spec.vocabulary import column_name
+from dse.spec.vocabulary import column_name, generation_names
 from dse.spec.workload import Engine
 from dse.sweep import SCENARIO_FIELDS, column_of, option_name
 from dse.workloads import describe_scenario
@@ -110,8 +110,10 @@ def _fmt(value: float | None, kind: Any) -> str:
     return units.format_quantity(value, kind)
 
 
-def hardware_value(path: str, value: float) -> str:
+def hardware_value(path: str, value: float | str) -> str:
     """An override value in SI for people, with the unit its path carries ("96 MiB")."""
+    if path.endswith(".generation"):  # a memory-catalogue name (or its index)
+        return value if isinstance(value, str) else generation_names([value])[0]
     col = column_name(path)
     suffix = col[len(path) + 1:] if col != path else ""
     kind = next((k for k in units.KINDS if suffix and k.suffix == suffix), None)

@@ -309,8 +309,15 @@ def _range_text(column: str, low: float, high: float) -> str:
     return f"{a}–{b}"
 
 
+def _span_text(s: robustness.Span) -> str:
+    """A span as a range, or a memory generation's names listed ('hbm3e-8h or hbm3e-12h')."""
+    if s.values:
+        return " or ".join(_fmt(s.column, v) for v in s.values)
+    return _range_text(s.column, s.low, s.high)
+
+
 def _spans(region: robustness.Region) -> str:
-    return ", ".join(f"{s.path} {_range_text(s.column, s.low, s.high)}"
+    return ", ".join(f"{s.path} {_span_text(s)}"
                      + (" (nearly its whole range)" if s.open else "") for s in region.spans)
 
 
@@ -475,7 +482,7 @@ def _region_section(facts: Facts) -> list[str]:
     head = ["objective", "band", "best", "designs within", *[p for _, p, *_ in facts.params]]
     rows = []
     for col, r in facts.regions.items():
-        spans = {s.column: _range_text(s.column, s.low, s.high) + (" (all)" if s.open else "")
+        spans = {s.column: _span_text(s) + (" (all)" if s.open else "")
                  for s in r.spans}
         rows.append([col.removeprefix("objective."), r.band.text(),
                      quantity(r.best, facts.units_of[col]),

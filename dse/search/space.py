@@ -237,6 +237,10 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue],
         issues.append(issue_at(data, loc, _strip(str(e), key)))
         return None
     clock = hw.compute.clock
+    if term.categorical and p.choices is None:
+        issues.append(issue_at(data, loc, "a memory generation takes choices (a list of "
+                                          "catalogue names), not a range"))
+        return None
 
     def one(field: str | tuple[str, int], value: object) -> float | None:
         name = field[0] if isinstance(field, tuple) else field
@@ -249,6 +253,14 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue],
         if any(v is None for v in values):
             return None
         unique = tuple(dict.fromkeys(float(v) for v in values if v is not None))
+        if term.categorical:  # a generation of another family than the level's
+            from dse.model.batch import design_batch
+            try:
+                design_batch(hw, {path: np.array(unique)})
+            except DseError as e:
+                issues.append(issue_at(data, (*inherited.get("choices", loc), "choices"),
+                                       _strip(str(e), path)))
+                return None
         return Param(key, path, vocabulary.column_name(path), term.integer, None, None, None,
                      False, unique)
     low, high = one("low", p.low), one("high", p.high)

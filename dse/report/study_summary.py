@@ -210,8 +210,8 @@ def _held(facts: Facts, row: pd.Series) -> list[str]:
     top, bottom = [], []
     for col, path, low, high, log in facts.params:
         v = float(row[col])
-        if not (high > low):
-            continue
+        if not (high > low) or path.endswith(".generation"):
+            continue  # a generation's choices have no ends (a named choice, not a range)
         near_low = v <= low * (1 + NEAR) if log else v - low <= NEAR * (high - low)
         near_high = v >= high / (1 + NEAR) if log else high - v <= NEAR * (high - low)
         if near_high:
@@ -438,8 +438,12 @@ def _sensitivity_section(facts: Facts) -> list[str]:
         for col, row in r.best.items():
             mine = float(row[col])
             theirs = float(first.best[col][col]) if col in first.best else np.nan
+            shown = {c for c, *_ in facts.params}  # an alternative's own generation choice
+            extra = [f"{c} {_fmt(c, row[c])}" for c in row.index
+                     if str(c).endswith(".generation") and c not in shown]
             rows.append([r.name, r.changes or "—", f"{r.trials:,}", f"{r.feasible:,}",
-                         col.removeprefix("objective.")]
+                         col.removeprefix("objective.")
+                         + (f" ({', '.join(extra)})" if extra else "")]
                         + [_fmt(c, row[c]) if c in row else "fixed" for c, *_ in facts.params]
                         + [quantity(float(row[c]), facts.units_of[c]) for c in facts.objectives]
                         + [f"{mine / theirs:.2f}x" if np.isfinite(theirs) and theirs

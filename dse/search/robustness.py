@@ -383,7 +383,9 @@ def describe(alt) -> str:
     parts = []
     for key, change in alt.params.items():
         given = change.model_dump(exclude_unset=True)
-        parts.append(f"{key} " + ", ".join(f"{k} {v}" for k, v in given.items()))
+        parts.append(f"{key} " + ", ".join(
+            f"{k} {', '.join(str(x) for x in v) if isinstance(v, list) else v}"
+            for k, v in given.items()))
     parts += [f"{k} = {v}" for k, v in alt.set.items()]
     for k, v in alt.constraints.model_dump(exclude_unset=True).items():
         unit = {"power": " W", "area": " mm2"}.get(k, "")

@@ -120,7 +120,7 @@ def test_hbm3_generation_on_the_h100_changes_nothing():
 
 
 def test_generations_and_stacks_vary_together_vectorized():
-    spec, tech, db, a, c = _h100_designs(["hbm3", "hbm3e-8h", "hbm3e-12h", "hbm2e"],
+    spec, _tech, db, a, c = _h100_designs(["hbm3", "hbm3e-8h", "hbm3e-12h", "hbm2e"],
                                          stacks=[4, 6, 3, 5])
     hbm = [m.name for m in spec.memory].index("HBM3")
     assert (db.capacity[:, hbm] / GiB).tolist() == [64, 144, 108, 80]

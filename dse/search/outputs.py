@@ -194,7 +194,7 @@ def trials_frame(study: Study, stored: optuna.Study, baseline: dict[str, dict[st
     other trials are evaluated."""
     trials = [t for t in stored.get_trials(deepcopy=False)
               if not t.user_attrs.get(SURPLUS) and all(p.path in t.params for p in study.params)]
-    params = {p.path: np.array([t.params[p.path] for t in trials], dtype=float)
+    params = {p.path: np.array([p.value(t.params[p.path]) for t in trials], dtype=float)
               for p in study.params}
     if not trials:
         frame = pd.DataFrame(columns=[p.column for p in study.params])

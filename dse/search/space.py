@@ -65,16 +65,30 @@ class Param:
     step: float | None
     log: bool
     choices: tuple[float, ...] | None
+    labels: tuple[str, ...] | None = None  # a memory generation's choices by name: what
+    # the sampler, its storage and the dashboard hold (the model takes catalogue indices)
 
     def distribution(self) -> optuna.distributions.BaseDistribution:
         if self.choices is not None:
-            return optuna.distributions.CategoricalDistribution(self.choices)
+            return optuna.distributions.CategoricalDistribution(self.labels or self.choices)
         assert self.low is not None and self.high is not None
         if self.integer:
             return optuna.distributions.IntDistribution(
                 int(self.low), int(self.high), log=self.log, step=int(self.step or 1))
         return optuna.distributions.FloatDistribution(self.low, self.high, log=self.log,
                                                       step=self.step)
+
+    def value(self, stored: object) -> float:
+        """A sampled (stored) value as the model takes it: a name as its catalogue index."""
+        if self.labels is not None and isinstance(stored, str):
+            return self.choices[self.labels.index(stored)]  # type: ignore[index]
+        return float(stored)  # type: ignore[arg-type]
+
+    def stored(self, value: float) -> float | int | str:
+        """A model value as the sampler stores it (whole numbers as int, names by name)."""
+        if self.labels is not None:
+            return self.labels[self.choices.index(float(value))]  # type: ignore[union-attr]
+        return round(value) if self.integer and self.choices is None else float(value)
 
     def grid(self, points: int) -> np.ndarray:
         """The values a grid takes: the choices, every step, or `points` spread over the
@@ -262,7 +276,8 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue],
                                        _strip(str(e), path)))
                 return None
         return Param(key, path, vocabulary.column_name(path), term.integer, None, None, None,
-                     False, unique)
+                     False, unique, tuple(vocabulary.generation_names(unique))
+                     if term.categorical else None)
     low, high = one("low", p.low), one("high", p.high)
     step = None if p.step is None else one("step", p.step)
     if low is None or high is None or (p.step is not None and step is None):

@@ -279,3 +279,18 @@ def test_the_middle_ground_tiers_are_not_free():
     assert e[names.index("LPDDR5X")] == pytest.approx(40e-12)
     assert e[names.index("CXL")] == pytest.approx(8 * 26.5e-12)
     assert np.all(e > 0)
+
+
+def test_a_generation_set_by_a_study_is_fixed_not_a_conclusion(tmp_path):
+    """`set: {memory.HBM3.generation: ...}` fixes the generation for every design: an
+    alternative that sets another is an assumption, so no conclusion 'flips' on it."""
+    study = _write(tmp_path, "s.yaml", STUDY.replace(
+        "  memory.HBM3.generation: {{choices: {choices}}}\n", "").format().replace(
+        "parameters:", "set:\n  memory.HBM3.generation: hbm3e-12h\nparameters:")
+        + "alternatives:\n  hbm3:\n    set: {memory.HBM3.generation: hbm3}\n")
+    r = CliRunner().invoke(app, ["study", str(study), "--out", str(tmp_path / "out")])
+    assert r.exit_code == 0, r.output
+    trials = pd.read_csv(tmp_path / "out" / "trials.csv")
+    assert trials["decode.output_tokens_per_s"].max() > 190  # 12-high HBM3E: ~196 tokens/s
+    line = next(x for x in r.output.splitlines() if x.startswith("sensitivity"))
+    assert "generation" not in line

@@ -270,6 +270,10 @@ def findings(study, best: dict[str, pd.Series], band_of: dict[str, Band | None],
             sp = spans.get(p)
             if p.endswith(".generation"):  # named choices: the generation is the category
                 gen = fmt(column, v)
+                if _range(study, p) is None:  # set by the run's assumptions, not chosen
+                    out.append(Finding((col, "generation", p), f"{name}: {p} fixed",
+                                       "fixed", gen, ("fixed",)))
+                    continue
                 spread = tuple(fmt(column, x) for x in sp.values) if sp is not None \
                     and sp.values else (gen,)
                 out.append(Finding((col, "generation", p), f"{name}: {p} {gen}", gen, gen,

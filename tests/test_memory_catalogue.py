@@ -133,6 +133,17 @@ def test_generations_and_stacks_vary_together_vectorized():
     assert a.geometry.per_long_edge[3] > a.geometry.per_long_edge[0]
 
 
+def test_a_capacity_or_bandwidth_given_with_the_generation_wins():
+    spec = load_hardware("h100-sxm")
+    db = design_batch(spec, {"memory.HBM3.generation": "hbm3e-8h",
+                             "memory.HBM3.capacity": "141 GB"})
+    hbm = [m.name for m in spec.memory].index("HBM3")
+    assert db.capacity[0, hbm] == 141e9 and db.peak_bandwidth[0, hbm] == 5e12
+    db = design_batch(spec, {"memory.HBM3.generation": "hbm3e-8h", "memory.HBM3.stacks": 6,
+                             "memory.HBM3.bandwidth": "4.8 TB/s"})
+    assert db.capacity[0, hbm] == 6 * 24 * GiB and db.peak_bandwidth[0, hbm] == 4.8e12
+
+
 def test_a_generation_of_another_family_or_unknown_is_refused():
     spec = load_hardware("h100-sxm")
     with pytest.raises(DseError, match="lpddr5x is a lpddr generation and level 'HBM3' is "

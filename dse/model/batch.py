@@ -381,7 +381,8 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
             idx = gen.astype(int)
             for effect, table in (("capacity", [g.capacity for g in cat.generations.values()]),
                                   ("bandwidth", [g.bandwidth for g in cat.generations.values()])):
-                scale[effect] = count * np.asarray(table)[idx] / getattr(lv, effect)
+                if not v.given(f"{at}.{effect}"):  # a value given as well wins
+                    scale[effect] = count * np.asarray(table)[idx] / getattr(lv, effect)
         cap_unit.append(v.get(f"{at}.capacity", lv.capacity) * scale.get("capacity", 1.0))
         bw_unit.append(v.get(f"{at}.bandwidth", lv.bandwidth) * scale.get("bandwidth", 1.0))
         frac.append(v.get(f"{at}.achievable.fraction",

@@ -47,7 +47,8 @@ def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> d
                      "engine": engine_of(sc).model_dump() if sc.phase == "serve" else None},
         # Every override applied: scenario fields the caller replaced, hardware paths (SI).
         "overrides": {**res.scenario_overrides_of(i),
-                      **{k: float(v[i]) for k, v in res.batch.overrides.items()}},
+                      **{k: hardware_value(k, float(v[i])) if k.endswith(".generation")
+                         else float(v[i]) for k, v in res.batch.overrides.items()}},
         "warnings": list(res.warnings),
         "feasible": bool(res.feasible[i]),
         "reason": str(res.reason[i]) or None,

@@ -305,3 +305,13 @@ def test_a_generation_set_by_a_study_is_fixed_not_a_conclusion(tmp_path):
     assert trials["decode.output_tokens_per_s"].max() > 190  # 12-high HBM3E: ~196 tokens/s
     line = next(x for x in r.output.splitlines() if x.startswith("sensitivity"))
     assert "generation" not in line
+
+
+def test_a_derived_file_changing_stacks_keeps_its_bases_generation(tmp_path):
+    _write(tmp_path, "base.yaml", "name: b\nbase: h100-sxm\nsource: test\nmemory:\n"
+           "  - name: HBM3\n    generation: hbm3e-12h\n")
+    path = _write(tmp_path, "more.yaml", "name: m\nbase: base\nsource: test\nmemory:\n"
+                  "  - name: HBM3\n    stacks: 4\n")
+    level = load_hardware(path).memory[-1]
+    assert (level.generation, level.stacks) == ("hbm3e-12h", 4)
+    assert level.capacity == 4 * 36 * GiB and level.bandwidth == 4e12

@@ -438,7 +438,8 @@ def _with_generations(data: LDict) -> LDict:
         pos = levels.item_pos[i] if isinstance(levels, LList) and i < len(levels.item_pos) \
             else data.pos
         name = level.get("generation") if isinstance(level, LDict) else None
-        if name is None or not isinstance(level, LDict):
+        if name is None or not isinstance(level, LDict) or level.get("kind") != "dram":
+            # (the schema says a generation is for dram levels)
             out_levels.add(level, pos)
             continue
         if not isinstance(name, str) or name not in cat.generations:

@@ -157,8 +157,10 @@ def geometry(die_mm2: np.ndarray, dies: np.ndarray, stacks: np.ndarray, rules: P
         outline = [rules.footprint.get(f) for f in interface]  # type: ignore[call-overload]
         w = np.array([f.width if f is not None else 11.0 for f in outline])
         d = np.array([f.depth if f is not None else 11.0 for f in outline])
+        names = np.array([(str(f) or "HBM").upper() for f in interface], dtype=object)
         interface = str(interface[0]) or None
     else:
+        names = np.full(n, (interface or "HBM").upper(), dtype=object)
         fp = rules.footprint.get(interface) if interface else None  # type: ignore[call-overload]
         w, d = (fp.width, fp.depth) if fp is not None else (11.0, 11.0)
     w_n = np.broadcast_to(np.asarray(w, dtype=float), (n,))
@@ -188,7 +190,6 @@ def geometry(die_mm2: np.ndarray, dies: np.ndarray, stacks: np.ndarray, rules: P
     short_of = per_die > capacity
     over = (interposer > limit) & (stacks > 0)
     no_hbm = (stacks > 0) & (tech is not None and not tech.hbm)
-    name = (interface or "HBM").upper()
     for i in np.flatnonzero(short_of):
         on = f"{dies[i]:.0f} dies" if dies[i] > 1 else "1 die"
         if use_short[i] == 0:
@@ -200,7 +201,7 @@ def geometry(die_mm2: np.ndarray, dies: np.ndarray, stacks: np.ndarray, rules: P
                      f"short ({short[i]:.1f} mm) HBM edges hold {capacity[i]:.0f} stacks of "
                      f"{w_n[i]:.2f} mm")
             edge = "HBM edge"
-        edge_reason[i] = (f"{stacks[i]:.0f} {name} stacks as built (with the base's spare "
+        edge_reason[i] = (f"{stacks[i]:.0f} {names[i]} stacks as built (with the base's spare "
                           f"sites) on {on} need {per_edge[i]:.0f} per {edge} "
                           f"({use[i]:.0f} HBM edges per die); {holds} (reaching "
                           f"{overhang:.1f} mm past each end; modelled die {die_mm2[i]:.0f} "

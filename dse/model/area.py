@@ -75,6 +75,22 @@ def _engine_area(peaks: dict[str, np.ndarray], const: ComputeArea, scale: np.nda
     return np.max(np.stack(terms), axis=0) if terms else np.zeros(n)
 
 
+class _Scaled:
+    """A PHY instance whose area and edge are [N] (one unit of a level's generation: the
+    node's instance x the catalogue's multiple, dse/data/memory.yaml `phy:`)."""
+
+    def __init__(self, area: np.ndarray, edge: np.ndarray):
+        self.area, self.edge = area, edge
+
+
+def _per_unit(db: DesignBatch, i: int, phy: Phy) -> Phy | _Scaled:
+    """The PHY one unit of level `i` needs: the node's, times its generation's multiple."""
+    if np.all(db.generation[:, i] < 0):
+        return phy
+    return _Scaled(phy.area * db.by_generation(i, lambda g: g.phy.area, 1.0),
+                   phy.edge * db.by_generation(i, lambda g: g.phy.edge, 1.0))
+
+
 def _lanes(bandwidth: np.ndarray, phy: Phy) -> np.ndarray:
     """Lanes needed to carry `bandwidth` per direction at the PHY's lane rate."""
     assert phy.rate is not None
@@ -113,7 +129,7 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False,
                                             at_clock(tech.compute.vector),
                                             f"{spec.name} compute.vector", n)
 
-    phys: list[tuple[str, np.ndarray, Phy]] = []  # (component, instances [N], PHY)
+    phys: list[tuple[str, np.ndarray, Phy | _Scaled]] = []  # (component, instances [N], PHY)
     for i, level in enumerate(spec.memory):
         spare = f_level.get(level.name, {})
         if level.kind in ("register", "sram", "cache"):
@@ -131,14 +147,14 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False,
             if not np.all(count > 0):
                 raise DseError(f"{where}.stacks: the area model needs the number of HBM "
                                "stacks")
-            phys.append((f"{level.name} PHY", count, tech.phy.hbm))
+            phys.append((f"{level.name} PHY", count, _per_unit(db, i, tech.phy.hbm)))
         elif iface in CHANNEL_INTERFACES:
             count = db.channels[:, i] * spare.get("channels", 1.0)
             if not np.all(count > 0):
                 raise DseError(f"{where}.channels: the area model needs the number of "
                                f"{iface} channels")
             phys.append((f"{level.name} PHY", count,
-                         getattr(tech.phy, interface_family(iface))))
+                         _per_unit(db, i, getattr(tech.phy, interface_family(iface)))))
         elif iface == "nvlink-c2c":
             phys.append((f"{level.name} PHY", _lanes(db.peak_bandwidth[:, i], tech.phy.serdes),
                          tech.phy.serdes))
@@ -178,7 +194,9 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False,
         if level.kind == "dram" and level.interface in HBM_INTERFACES:
             hbm_sites = hbm_sites + db.stacks[:, i] * f_level.get(level.name, {}).get(
                 "stacks", 1.0)
-            hbm_iface = hbm_iface or level.interface
+            if hbm_iface is None:  # the stack outline follows the generation per design
+                ifaces = db.interfaces(i)
+                hbm_iface = ifaces[0] if len(set(ifaces)) == 1 else ifaces
     hbm_sites = np.ceil(hbm_sites - 1e-9)  # sites as built: a spare fraction rounds up
     plane = np.full(n, float(pk.in_plane)) if pk and pk.in_plane else db.dies
     if rules is not None and np.any(plane > 1):

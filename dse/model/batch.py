@@ -21,6 +21,7 @@ import numpy as np
 from dse import units
 from dse.errors import DseError
 from dse.spec import assumptions
+from dse.spec.catalogue import catalogue
 from dse.spec.fixed_costs import fixed_cost
 from dse.spec.hardware import (
     CHANNEL_INTERFACES,
@@ -28,6 +29,7 @@ from dse.spec.hardware import (
     ON_CHIP_KINDS,
     PRECISIONS,
     HardwareSpec,
+    interface_family,
 )
 from dse.spec.types import MAX_WHOLE
 from dse.spec.vocabulary import COUPLED, Term, canonical, convert
@@ -61,6 +63,8 @@ class DesignBatch:
     stacks: np.ndarray  # [N, L] HBM stacks of each level (0: none or not an HBM level)
     channels: np.ndarray  # [N, L] DRAM channels of each level (0: none given)
     slices: np.ndarray  # [N, L] slices of a sliced cache (0: not described as slices)
+    generation: np.ndarray  # [N, L] memory-catalogue index of each DRAM level's generation
+    # (-1: the level names none; dse.spec.catalogue)
     peak_bandwidth: np.ndarray  # [N, L] B/s datasheet peak, chip total
     capacity: np.ndarray  # [N, L] bytes, chip total
     unit_capacity: np.ndarray  # [N, L] bytes per instance (per unit or the whole level)
@@ -112,6 +116,22 @@ class DesignBatch:
             fields[name] = v
         fields["n"] = len(idx)
         return DesignBatch(**fields)
+
+    def by_generation(self, i: int, figure, default) -> np.ndarray:
+        """[N] `figure(generation)` of level `i`'s catalogue generation per design, `default`
+        (a value or [N]) where the level names none."""
+        gen = self.generation[:, i].astype(int)
+        if np.all(gen < 0):
+            return np.broadcast_to(np.asarray(default, dtype=object if isinstance(
+                default, str) else float), (self.n,))
+        gens = list(catalogue().generations.values())
+        table = np.array([figure(g) for g in gens])
+        return np.where(gen >= 0, table[np.maximum(gen, 0)], default)
+
+    def interfaces(self, i: int) -> np.ndarray:
+        """[N] DRAM interface of level `i` per design (its generation's, else the spec's)."""
+        own = self.spec.memory[i].interface or ""
+        return self.by_generation(i, lambda g: g.interface, own).astype(object)
 
     @property
     def resident_capacity(self) -> np.ndarray:
@@ -263,6 +283,28 @@ def _slice_scale(v: _Values, spec: HardwareSpec, lv, scale: dict[str, np.ndarray
     return count
 
 
+def _generation(v: _Values, lv) -> np.ndarray:
+    """[N] catalogue index of level `lv`'s generation (-1: none). A design may change it
+    within the level's family (an HBM level among HBM generations: its stacks stay stacks)."""
+    at = f"memory.{lv.name}.generation"
+    if not v.given(at):
+        return np.full(v.n, float(catalogue().index(lv.generation)) if lv.generation
+                       else -1.0)
+    cat = catalogue()
+    if lv.kind != "dram" or lv.interface is None:
+        raise DseError(f"--set {at}: level '{lv.name}' is not a DRAM level with an interface")
+    family = interface_family(lv.interface) or lv.interface
+    gen = v.get(at, None)
+    wrong = [name for name in dict.fromkeys(cat.names[int(g)] for g in gen)
+             if cat.family_of(name) != family]
+    if wrong:
+        same = [k for k in cat.names if cat.family_of(k) == family]
+        raise DseError(f"--set {at}: {wrong[0]} is a {cat.family_of(wrong[0])} generation and "
+                       f"level '{lv.name}' is {family} memory; expected one of: "
+                       f"{', '.join(same) or 'none in the catalogue'}")
+    return gen
+
+
 def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None) -> DesignBatch:
     """The designs `spec` with each override applied. All override arrays must have the same
     length N (scalars broadcast); no overrides gives one design. Bad paths or values raise
@@ -311,10 +353,12 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
     matrix_typical = v.get("compute.matrix.achievable.typical", ach.typical if ach else None)
 
     cap_unit, bw_unit, frac, stacks, channels, gfrac, grain = [], [], [], [], [], [], []
-    slices = []
+    slices, generation = [], []
     for lv in spec.memory:
         at = f"memory.{lv.name}"
         scale: dict[str, np.ndarray] = {}  # effect -> factor of its coupled cause
+        gen = _generation(v, lv)
+        generation.append(gen)
         for cause, effects in COUPLED.items():
             if not v.given(f"{at}.{cause}"):
                 continue
@@ -335,6 +379,17 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
                 scale.update({e: factor for e in effects if not v.given(f"{at}.{e}")})
         n_slices = _slice_scale(v, spec, lv, scale)
         slices.append(n_slices)
+        if v.given(f"{at}.generation"):
+            # the generation sets the figures per unit: units x the catalogue's, unless given
+            cat = catalogue()
+            count = (v.get(f"{at}.stacks", lv.stacks) if lv.stacks is not None else
+                     v.get(f"{at}.channels", lv.channels) if lv.channels is not None else
+                     np.ones(n))
+            idx = gen.astype(int)
+            for effect, table in (("capacity", [g.capacity for g in cat.generations.values()]),
+                                  ("bandwidth", [g.bandwidth for g in cat.generations.values()])):
+                if not v.given(f"{at}.{effect}"):  # a value given as well wins
+                    scale[effect] = count * np.asarray(table)[idx] / getattr(lv, effect)
         cap_unit.append(v.get(f"{at}.capacity", lv.capacity) * scale.get("capacity", 1.0))
         bw_unit.append(v.get(f"{at}.bandwidth", lv.bandwidth) * scale.get("bandwidth", 1.0))
         frac.append(v.get(f"{at}.achievable.fraction",
@@ -378,7 +433,7 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
         level_kinds=tuple(lv.kind for lv in spec.memory),
         resident=np.array([lv.holds_resident for lv in spec.memory]),
         per_unit=per_unit, stacks=np.stack(stacks, axis=1), channels=np.stack(channels, axis=1),
-        slices=np.stack(slices, axis=1),
+        slices=np.stack(slices, axis=1), generation=np.stack(generation, axis=1),
         peak_bandwidth=peak_bandwidth,
         capacity=cap_u * mult, unit_capacity=cap_u, bandwidth=bandwidth,
         gather_bandwidth=gather_bandwidth, gather_granularity=gather_granularity,

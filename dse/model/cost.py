@@ -134,20 +134,25 @@ def _memory(db: DesignBatch, market: Market
         if level.kind != "dram":
             continue  # on-chip SRAM is in the die; a host's memory is the host's
         iface = level.interface
-        price = market.memory.get(iface) if iface else None
-        if price is None:
-            raise DseError(f"{spec.name} memory[{i}] ({level.name}).interface: the cost data "
-                           f"give no price for {iface or 'a DRAM without an interface'} "
-                           f"(priced: {', '.join(market.memory)})")
         cap = db.capacity[:, i]
-        per_byte = np.full(db.n, price.per_byte)
-        if iface in HBM_INTERFACES:
-            count = db.stacks[:, i]
-            stacks = stacks + count * sp.levels.get(level.name, {}).get("stacks", 1.0)
-            if price.tall is not None and price.tall_above is not None:
+        per_byte = np.zeros(db.n)
+        ifaces = db.interfaces(i)  # a generation's interface prices it (cost.yaml by interface)
+        for one in dict.fromkeys(ifaces):
+            price = market.memory.get(one) if one else None
+            if price is None:
+                raise DseError(f"{spec.name} memory[{i}] ({level.name}).interface: the cost "
+                               f"data give no price for {one or 'a DRAM without an interface'}"
+                               f" (priced: {', '.join(market.memory)})")
+            mine = ifaces == one
+            per_byte = np.where(mine, price.per_byte, per_byte)
+            if one in HBM_INTERFACES and price.tall is not None \
+                    and price.tall_above is not None:
+                count = db.stacks[:, i]
                 per_stack = cap / np.where(count > 0, count, 1.0)
-                per_byte = np.where(per_stack > price.tall_above * (1 + 1e-9), price.tall,
-                                    per_byte)
+                per_byte = np.where(mine & (per_stack > price.tall_above * (1 + 1e-9)),
+                                    price.tall, per_byte)
+        if iface in HBM_INTERFACES:
+            stacks = stacks + db.stacks[:, i] * sp.levels.get(level.name, {}).get("stacks", 1.0)
         out[f"{level.name} ({iface})"] = (cap, per_byte)
     return out, stacks
 

@@ -75,6 +75,7 @@ from dse.model.stages import (
 from dse.spec.hardware import HardwareSpec
 from dse.spec.technology import TechSpec
 from dse.spec.types import MAX_WHOLE
+from dse.spec.vocabulary import generation_names
 from dse.spec.workload import (
     GemmSpec,
     RecommenderSpec,
@@ -173,7 +174,9 @@ class Evaluation:
         """One array per column, one row per design: overrides (paths as given, SI values),
         feasibility, sequences, metrics, memory per level (a DataFrame's worth, without
         pandas: the model core is numpy)."""
-        cols: dict[str, np.ndarray] = dict(self.batch.overrides)
+        cols: dict[str, np.ndarray] = {
+            k: (np.array(generation_names(v), dtype=object) if k.endswith(".generation")
+                else v) for k, v in self.batch.overrides.items()}  # generations by name
         cols["feasible"] = self.feasible
         cols["reason"] = self.reason
         cols["sequences_per_replica"] = self.sequences

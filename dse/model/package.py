@@ -141,7 +141,7 @@ def interposer_area_mm2(die_mm2: np.ndarray, dies: np.ndarray, stacks: np.ndarra
 
 
 def geometry(die_mm2: np.ndarray, dies: np.ndarray, stacks: np.ndarray, rules: PackageRules,
-             *, interface: str | None, aspect: float | None = None,
+             *, interface: str | np.ndarray | None, aspect: float | None = None,
              hbm_edges: int | None = None, packaging: str | None = None,
              d2d_bandwidth: float | None = None) -> Geometry:
     """Geometry of N designs: `die_mm2` [N] one die as modelled, `dies` [N], `stacks` [N]
@@ -153,8 +153,17 @@ def geometry(die_mm2: np.ndarray, dies: np.ndarray, stacks: np.ndarray, rules: P
     aspect = rules.aspect_ratio if aspect is None else aspect
     k = rules.hbm_edges if hbm_edges is None else hbm_edges
     overhang = rules.hbm_overhang or 0.0
-    fp = rules.footprint.get(interface) if interface else None  # type: ignore[call-overload]
-    w, d = (fp.width, fp.depth) if fp is not None else (11.0, 11.0)
+    if isinstance(interface, np.ndarray):  # per design (a study varying the generation)
+        outline = [rules.footprint.get(f) for f in interface]  # type: ignore[call-overload]
+        w = np.array([f.width if f is not None else 11.0 for f in outline])
+        d = np.array([f.depth if f is not None else 11.0 for f in outline])
+        names = np.array([(str(f) or "HBM").upper() for f in interface], dtype=object)
+        interface = str(interface[0]) or None
+    else:
+        names = np.full(n, (interface or "HBM").upper(), dtype=object)
+        fp = rules.footprint.get(interface) if interface else None  # type: ignore[call-overload]
+        w, d = (fp.width, fp.depth) if fp is not None else (11.0, 11.0)
+    w_n = np.broadcast_to(np.asarray(w, dtype=float), (n,))
     long, short = die_edges(die_mm2, aspect)
     free_long, free_short = _free_edges(dies)
     use = np.minimum(float(k), free_long + free_short)
@@ -181,18 +190,18 @@ def geometry(die_mm2: np.ndarray, dies: np.ndarray, stacks: np.ndarray, rules: P
     short_of = per_die > capacity
     over = (interposer > limit) & (stacks > 0)
     no_hbm = (stacks > 0) & (tech is not None and not tech.hbm)
-    name = (interface or "HBM").upper()
     for i in np.flatnonzero(short_of):
         on = f"{dies[i]:.0f} dies" if dies[i] > 1 else "1 die"
         if use_short[i] == 0:
-            holds = f"a {long[i]:.1f} mm long edge holds {cap_long[i]:.0f} stacks of {w:.2f} mm"
+            holds = (f"a {long[i]:.1f} mm long edge holds {cap_long[i]:.0f} stacks of "
+                     f"{w_n[i]:.2f} mm")
             edge = "long edge"
         else:
             holds = (f"its {use_long[i]:.0f} long ({long[i]:.1f} mm) and {use_short[i]:.0f} "
                      f"short ({short[i]:.1f} mm) HBM edges hold {capacity[i]:.0f} stacks of "
-                     f"{w:.2f} mm")
+                     f"{w_n[i]:.2f} mm")
             edge = "HBM edge"
-        edge_reason[i] = (f"{stacks[i]:.0f} {name} stacks as built (with the base's spare "
+        edge_reason[i] = (f"{stacks[i]:.0f} {names[i]} stacks as built (with the base's spare "
                           f"sites) on {on} need {per_edge[i]:.0f} per {edge} "
                           f"({use[i]:.0f} HBM edges per die); {holds} (reaching "
                           f"{overhang:.1f} mm past each end; modelled die {die_mm2[i]:.0f} "

@@ -76,8 +76,9 @@ def sliced_cache_energy(cache: float, sram: float, capacity: np.ndarray) -> np.n
 
 def level_energy(db: DesignBatch, tech: TechSpec) -> np.ndarray:
     """[N, L] J per byte moved at each level: SRAM and caches by kind (a cache given as
-    slices by its capacity, `sliced_cache_energy`); DRAM by its interface (an interface name
-    in the node file overrides its family); host memory and CXL add the link that reaches
+    slices by its capacity, `sliced_cache_energy`); DRAM by its generation
+    (dse/data/memory.yaml), else by its interface (an interface name in the node file
+    overrides its family); host memory and CXL add the link that reaches
     them (PCIe, or NVLink-C2C)."""
     table = tech.energy.memory.per_byte
 
@@ -103,9 +104,10 @@ def level_energy(db: DesignBatch, tech: TechSpec) -> np.ndarray:
                 None, "cxl", "nvlink-c2c", "pcie4", "pcie5", "pcie6") else 0.0
             out.append(host_link + media)
         elif level.interface == "cxl":
-            out.append(by_interface("cxl") if "cxl" in table else table["host"] + table["ddr"])
-        else:
-            out.append(by_interface(level.interface))
+            out.append(db.by_generation(i, lambda g: g.energy, by_interface("cxl")
+                                        if "cxl" in table else table["host"] + table["ddr"]))
+        else:  # a catalogue generation's energy per bit replaces the node's family figure
+            out.append(db.by_generation(i, lambda g: g.energy, by_interface(level.interface)))
     per_level = np.stack([np.broadcast_to(np.asarray(e, dtype=float), (db.n,)) for e in out],
                          axis=1)
     # a package of several dies: a DRAM byte crosses die-to-die joints (dse.model.die_links)

@@ -12,7 +12,7 @@ from dse.model import METRICS, Evaluation
 from dse.model.metrics import METRICS as METRIC_DEFS
 from dse.model.power_stage import POWER_METRICS
 from dse.model.training import TRAINING_METRICS
-from dse.spec.vocabulary import column_name
+from dse.spec.vocabulary import column_name, generation_names
 from dse.spec.workload import Engine
 from dse.sweep import SCENARIO_FIELDS, column_of, option_name
 from dse.workloads import describe_scenario
@@ -47,7 +47,8 @@ def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> d
                      "engine": engine_of(sc).model_dump() if sc.phase == "serve" else None},
         # Every override applied: scenario fields the caller replaced, hardware paths (SI).
         "overrides": {**res.scenario_overrides_of(i),
-                      **{k: float(v[i]) for k, v in res.batch.overrides.items()},
+                      **{k: hardware_value(k, float(v[i])) if k.endswith(".generation")
+                         else float(v[i]) for k, v in res.batch.overrides.items()},
                       **dict(res.batch.assumed)},  # package, spares: one value for all
         "warnings": list(res.warnings),
         "feasible": bool(res.feasible[i]),
@@ -113,6 +114,8 @@ def _fmt(value: float | None, kind: Any) -> str:
 
 def hardware_value(path: str, value: float | str) -> str:
     """An override value in SI for people, with the unit its path carries ("96 MiB")."""
+    if path.endswith(".generation"):  # a memory-catalogue name (or its index)
+        return value if isinstance(value, str) else generation_names([value])[0]
     if isinstance(value, str):  # a word (technology.spares=none)
         return value
     col = column_name(path)

@@ -111,7 +111,9 @@ def hardware_tables(spec: HardwareSpec) -> Group:
         detail = []
         if level.scope == "per_unit":
             detail.append(f"{_q(level.capacity, units.BYTES)} per {c.unit_name}")
-        if level.interface:
+        if level.generation:
+            detail.append(level.generation)
+        elif level.interface:
             detail.append(level.interface)
         if level.stacks:
             detail.append(f"{level.stacks} stacks")
@@ -179,7 +181,7 @@ def vocabulary_rows(spec: HardwareSpec, every: bool = False) -> list[dict[str, A
     from dse.errors import DseError
     from dse.model.batch import design_batch
     from dse.spec import assumptions
-    from dse.spec.vocabulary import canonical, current, variable_paths
+    from dse.spec.vocabulary import canonical, current, generation_names, variable_paths
 
     rows = []
     for path in variable_paths(spec):
@@ -200,6 +202,7 @@ def vocabulary_rows(spec: HardwareSpec, every: bool = False) -> list[dict[str, A
                      "unit": term.kind.unit if term.kind else "",
                      "shown": "-" if value is None else (
                          units.format_quantity(value, term.kind) if term.kind
+                         else generation_names([value])[0] if term.categorical
                          else f"{value:g}"),
                      "rule": term.short(), "varies": not note, "note": note})
     return rows

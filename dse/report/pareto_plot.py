@@ -15,6 +15,7 @@ import pandas as pd
 
 from dse import units
 from dse.report.figure import Column, Scale, describe_column, plain_number
+from dse.spec.vocabulary import generation_names
 
 if TYPE_CHECKING:
     from dse.search.outputs import Tables
@@ -288,6 +289,7 @@ class ParallelAxis:
     log: bool = False
     integer: bool = False
     better: str = ""  # "up" or "down" for an objective, "" for a parameter
+    categories: tuple[float, ...] = ()  # a memory generation's choices: ticked by name
 
     @property
     def label(self) -> str:
@@ -310,6 +312,8 @@ class ParallelAxis:
         ranges, whole numbers for a whole-number parameter), none crowding another."""
         from matplotlib.ticker import LogLocator, MaxNLocator
 
+        if self.categories:  # named choices: one tick each
+            return sorted(self.categories)
         f = self.scale.factor
         lo, hi = self.low / f, self.high / f
         if hi <= lo:
@@ -330,6 +334,8 @@ class ParallelAxis:
         return [t * f for t in sorted(ends + far)]
 
     def tick_text(self, value: float) -> str:
+        if self.column.endswith(".generation"):
+            return generation_names([value])[0]
         return plain_number(value / self.scale.factor)
 
 
@@ -358,12 +364,14 @@ def objective_axis(column: str, unit: str, base: str | None, maximize: bool,
 
 
 def parameter_axis(column: str, low: float, high: float, log: bool = False,
-                   integer: bool = False) -> ParallelAxis:
+                   integer: bool = False, categories: tuple[float, ...] = ()
+                   ) -> ParallelAxis:
     """A design parameter's axis over the study's range (a log range in the unit of its
-    low end: 16 MiB - 1 GiB in MiB)."""
+    low end: 16 MiB - 1 GiB in MiB); a memory generation's axis ticks its `categories`
+    (catalogue indices) by name."""
     c = describe_column(column)
     return ParallelAxis(column, c.words, low, high, c.scale([low] if log else [low, high]),
-                        log, integer)
+                        log, integer, categories=categories)
 
 
 def parallel_data(front: pd.DataFrame, feasible: pd.DataFrame, axes: list[ParallelAxis],
@@ -478,7 +486,8 @@ def study_plots(study: Study, t: Tables, folder: Path, title: str) -> list[Path]
         for p in study.params:
             low = float(p.low if p.low is not None else min(p.choices or [0]))
             high = float(p.high if p.high is not None else max(p.choices or [1]))
-            axes.append(parameter_axis(p.column, low, high, p.log, p.integer))
+            named = tuple(p.choices or ()) if p.path.endswith(".generation") else ()
+            axes.append(parameter_axis(p.column, low, high, p.log, p.integer, named))
         for c in cols:
             values = np.concatenate([feasible[c].to_numpy(float), t.pareto[c].to_numpy(float)])
             axes.append(objective_axis(c, unit_of[c], base, maximize[c], values))

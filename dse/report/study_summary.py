@@ -213,8 +213,8 @@ def _held(facts: Facts, row: pd.Series) -> list[str]:
     top, bottom = [], []
     for col, path, low, high, log in facts.params:
         v = float(row[col])
-        if not (high > low):
-            continue
+        if not (high > low) or path.endswith(".generation"):
+            continue  # a generation's choices have no ends (a named choice, not a range)
         near_low = v <= low * (1 + NEAR) if log else v - low <= NEAR * (high - low)
         near_high = v >= high / (1 + NEAR) if log else high - v <= NEAR * (high - low)
         if near_high:
@@ -312,8 +312,15 @@ def _range_text(column: str, low: float, high: float) -> str:
     return f"{a}–{b}"
 
 
+def _span_text(s: robustness.Span) -> str:
+    """A span as a range, or a memory generation's names listed ('hbm3e-8h or hbm3e-12h')."""
+    if s.values:
+        return " or ".join(_fmt(s.column, v) for v in s.values)
+    return _range_text(s.column, s.low, s.high)
+
+
 def _spans(region: robustness.Region) -> str:
-    return ", ".join(f"{s.path} {_range_text(s.column, s.low, s.high)}"
+    return ", ".join(f"{s.path} {_span_text(s)}"
                      + (" (nearly its whole range)" if s.open else "") for s in region.spans)
 
 
@@ -434,8 +441,12 @@ def _sensitivity_section(facts: Facts) -> list[str]:
         for col, row in r.best.items():
             mine = float(row[col])
             theirs = float(first.best[col][col]) if col in first.best else np.nan
+            shown = {c for c, *_ in facts.params}  # an alternative's own generation choice
+            extra = [f"{c} {_fmt(c, row[c])}" for c in row.index
+                     if str(c).endswith(".generation") and c not in shown]
             rows.append([r.name, r.changes or "—", f"{r.trials:,}", f"{r.feasible:,}",
-                         col.removeprefix("objective.")]
+                         col.removeprefix("objective.")
+                         + (f" ({', '.join(extra)})" if extra else "")]
                         + [_fmt(c, row[c]) if c in row else "fixed" for c, *_ in facts.params]
                         + [quantity(float(row[c]), facts.units_of[c]) for c in facts.objectives]
                         + [f"{mine / theirs:.2f}x" if np.isfinite(theirs) and theirs
@@ -478,7 +489,7 @@ def _region_section(facts: Facts) -> list[str]:
     head = ["objective", "band", "best", "designs within", *[p for _, p, *_ in facts.params]]
     rows = []
     for col, r in facts.regions.items():
-        spans = {s.column: _range_text(s.column, s.low, s.high) + (" (all)" if s.open else "")
+        spans = {s.column: _span_text(s) + (" (all)" if s.open else "")
                  for s in r.spans}
         rows.append([col.removeprefix("objective."), r.band.text(),
                      quantity(r.best, facts.units_of[col]),

@@ -23,6 +23,8 @@ from dse.errors import DseError
 from dse.model.area import PADDING, AreaResult, area
 from dse.model.batch import design_batch
 from dse.search.space import Param, Study
+from dse.spec import vocabulary
+from dse.spec.catalogue import catalogue
 
 MAX_CORNERS = 2**12
 
@@ -38,6 +40,8 @@ class Finding:
 
 def shown(column: str, value: float) -> str:
     """A table value with its unit, from its column's suffix (`_bytes`, `_mm2` ...)."""
+    if column.endswith(".generation"):  # a memory generation: its catalogue name
+        return vocabulary.generation_names([value])[0] if np.isfinite(value) else "-"
     if not np.isfinite(value):
         return "-"
     for kind in (units.BYTES, units.BANDWIDTH, units.FLOP_RATE, units.POWER, units.TIME,
@@ -50,6 +54,12 @@ def shown(column: str, value: float) -> str:
 
 
 def _ends(p: Param) -> tuple[float, float]:
+    if p.choices is not None and p.path.endswith(".generation"):
+        # named choices: the ends are the smallest and largest unit (PHY area, then capacity)
+        cat = catalogue()
+        size = sorted(p.choices, key=lambda i: (cat.at(int(i)).phy.area,
+                                                cat.at(int(i)).capacity))
+        return size[0], size[-1]
     if p.choices is not None:
         return min(p.choices), max(p.choices)
     assert p.low is not None and p.high is not None

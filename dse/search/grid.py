@@ -86,6 +86,6 @@ def store_grid(study: Study, frame: pd.DataFrame, url: str) -> int:
     return len(records)
 
 
-def _native(param, value: float) -> float | int:
-    """A grid value as its distribution holds it (whole numbers as int)."""
-    return round(value) if param.integer and param.choices is None else float(value)
+def _native(param, value: float) -> float | int | str:
+    """A grid value as its distribution holds it (whole numbers as int, names by name)."""
+    return param.stored(value)

@@ -23,6 +23,7 @@ from dse.search.objective import Outcome, evaluate_designs
 from dse.search.pareto import front_mask, hypervolume, reference_point
 from dse.search.run import SURPLUS
 from dse.search.space import THROUGHPUT_UNIT, Study, referenced
+from dse.spec.vocabulary import generation_names
 
 CHUNK = 4096  # designs per vectorized evaluation (measured fastest per design: 4k-16k)
 
@@ -199,7 +200,7 @@ def trials_frame(study: Study, stored: optuna.Study, baseline: dict[str, dict[st
     other trials are evaluated."""
     trials = [t for t in stored.get_trials(deepcopy=False)
               if not t.user_attrs.get(SURPLUS) and all(p.path in t.params for p in study.params)]
-    params = {p.path: np.array([t.params[p.path] for t in trials], dtype=float)
+    params = {p.path: np.array([p.value(t.params[p.path]) for t in trials], dtype=float)
               for p in study.params}
     if not trials:
         frame = pd.DataFrame(columns=[p.column for p in study.params])
@@ -298,13 +299,26 @@ def tables(study: Study, stored: optuna.Study, baseline: dict[str, dict[str, flo
     return Tables(frame, pareto_frame(study, frame), reference_frame(study, baseline))
 
 
+def _named(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with memory generations by catalogue name (the model's frames hold their
+    catalogue index)."""
+    cols = [c for c in frame.columns if str(c).endswith(".generation")]
+    if not cols:
+        return frame
+    out = frame.copy()
+    for c in cols:
+        out[c] = generation_names(out[c].to_numpy(float))
+    return out
+
+
 def write_tables(t: Tables, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "trials.csv", out / "trials.parquet", out / "pareto.csv",
                out / "references.csv"]
-    t.trials.to_csv(written[0], index=False)
-    t.trials.to_parquet(written[1], index=False)
-    t.pareto.to_csv(written[2], index=False)
+    trials = _named(t.trials)
+    trials.to_csv(written[0], index=False)
+    trials.to_parquet(written[1], index=False)
+    _named(t.pareto).to_csv(written[2], index=False)
     t.references.to_csv(written[3], index=False)
     return written
 

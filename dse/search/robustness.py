@@ -121,6 +121,8 @@ class Span:
     low: float
     high: float
     open: bool  # the region spans nearly all of the parameter's range
+    values: tuple[float, ...] = ()  # a memory generation's distinct values (catalogue
+    # indices): choices without an order, listed rather than given as a range
 
 
 @dataclass(frozen=True)
@@ -177,8 +179,11 @@ def near_optimal(study, trials: pd.DataFrame, band_of: dict[str, Band | None]
         for p in study.params:
             lo, hi = (p.low, p.high) if p.choices is None else (min(p.choices), max(p.choices))
             a, b = float(inside[p.column].min()), float(inside[p.column].max())
+            named = tuple(sorted(set(inside[p.column].astype(float)))) \
+                if p.path.endswith(".generation") else ()
             spans.append(Span(p.column, p.path, a, b,
-                              _share(a, b, float(lo), float(hi), p.log) >= 1 - 2 * EDGE))
+                              _share(a, b, float(lo), float(hi), p.log) >= 1 - 2 * EDGE
+                              if not named else len(named) == len(p.choices or ()), named))
         out[col] = Region(col, band, best, threshold, len(_distinct(inside, pcols)),
                           len(_distinct(ok, pcols)), tuple(spans),
                           int(ok.iloc[i]["number"]) if "number" in ok else i)
@@ -272,6 +277,17 @@ def findings(study, best: dict[str, pd.Series], band_of: dict[str, Band | None],
             r = _range(study, p)
             column = vocabulary.column_name(p)
             sp = spans.get(p)
+            if p.endswith(".generation"):  # named choices: the generation is the category
+                gen = fmt(column, v)
+                if _range(study, p) is None:  # set by the run's assumptions, not chosen
+                    out.append(Finding((col, "generation", p), f"{name}: {p} fixed",
+                                       "fixed", gen, ("fixed",)))
+                    continue
+                spread = tuple(fmt(column, x) for x in sp.values) if sp is not None \
+                    and sp.values else (gen,)
+                out.append(Finding((col, "generation", p), f"{name}: {p} {gen}", gen, gen,
+                                   spread))
+                continue
             home = anchor.get(col)
             hs = next((x for x in home.spans if x.path == p), None) if home else None
             if hs is not None and r is None:  # set by the run's assumptions
@@ -381,7 +397,9 @@ def describe(alt) -> str:
     parts = []
     for key, change in alt.params.items():
         given = change.model_dump(exclude_unset=True)
-        parts.append(f"{key} " + ", ".join(f"{k} {v}" for k, v in given.items()))
+        parts.append(f"{key} " + ", ".join(
+            f"{k} {', '.join(str(x) for x in v) if isinstance(v, list) else v}"
+            for k, v in given.items()))
     parts += [f"{k} = {v}" for k, v in alt.set.items()]
     for k, v in alt.constraints.model_dump(exclude_unset=True).items():
         unit = {"power": " W", "area": " mm2", "cost": " USD", "system_cost": " USD"}.get(k, "")

@@ -174,7 +174,7 @@ def count(st: optuna.Study, states: tuple[TrialState, ...] = (TrialState.COMPLET
 
 
 def params_of(study: Study, trials: list[optuna.trial.BaseTrial]) -> dict[str, np.ndarray]:
-    return {p.path: np.array([t.params[p.path] for t in trials], dtype=float)
+    return {p.path: np.array([p.value(t.params[p.path]) for t in trials], dtype=float)
             for p in study.params}
 
 

@@ -67,16 +67,30 @@ class Param:
     step: float | None
     log: bool
     choices: tuple[float, ...] | None
+    labels: tuple[str, ...] | None = None  # a memory generation's choices by name: what
+    # the sampler, its storage and the dashboard hold (the model takes catalogue indices)
 
     def distribution(self) -> optuna.distributions.BaseDistribution:
         if self.choices is not None:
-            return optuna.distributions.CategoricalDistribution(self.choices)
+            return optuna.distributions.CategoricalDistribution(self.labels or self.choices)
         assert self.low is not None and self.high is not None
         if self.integer:
             return optuna.distributions.IntDistribution(
                 int(self.low), int(self.high), log=self.log, step=int(self.step or 1))
         return optuna.distributions.FloatDistribution(self.low, self.high, log=self.log,
                                                       step=self.step)
+
+    def value(self, stored: object) -> float:
+        """A sampled (stored) value as the model takes it: a name as its catalogue index."""
+        if self.labels is not None and isinstance(stored, str):
+            return self.choices[self.labels.index(stored)]  # type: ignore[index]
+        return float(stored)  # type: ignore[arg-type]
+
+    def stored(self, value: float) -> float | int | str:
+        """A model value as the sampler stores it (whole numbers as int, names by name)."""
+        if self.labels is not None:
+            return self.labels[self.choices.index(float(value))]  # type: ignore[union-attr]
+        return round(value) if self.integer and self.choices is None else float(value)
 
     def grid(self, points: int) -> np.ndarray:
         """The values a grid takes: the choices, every step, or `points` spread over the
@@ -263,6 +277,10 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue],
         issues.append(issue_at(data, loc, _strip(str(e), key)))
         return None
     clock = hw.compute.clock
+    if term.categorical and p.choices is None:
+        issues.append(issue_at(data, loc, "a memory generation takes choices (a list of "
+                                          "catalogue names), not a range"))
+        return None
 
     def one(field: str | tuple[str, int], value: object) -> float | None:
         name = field[0] if isinstance(field, tuple) else field
@@ -275,8 +293,17 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue],
         if any(v is None for v in values):
             return None
         unique = tuple(dict.fromkeys(float(v) for v in values if v is not None))
+        if term.categorical:  # a generation of another family than the level's
+            from dse.model.batch import design_batch
+            try:
+                design_batch(hw, {path: np.array(unique)})
+            except DseError as e:
+                issues.append(issue_at(data, (*inherited.get("choices", loc), "choices"),
+                                       _strip(str(e), path)))
+                return None
         return Param(key, path, vocabulary.column_name(path), term.integer, None, None, None,
-                     False, unique)
+                     False, unique, tuple(vocabulary.generation_names(unique))
+                     if term.categorical else None)
     low, high = one("low", p.low), one("high", p.high)
     step = None if p.step is None else one("step", p.step)
     if low is None or high is None or (p.step is not None and step is None):

@@ -292,6 +292,11 @@ class MemoryLevel(Spec):
     """shared: one level for the chip; per_unit: one instance per compute unit."""
     interface: Interface | None = None
     """Off-chip memory technology (hbm3, lpddr5x, ddr4 ...), for DRAM and host levels."""
+    generation: str | None = Field(default=None, min_length=1)
+    """A DRAM generation of the memory catalogue (dse/data/memory.yaml: hbm3, hbm3e-12h,
+    hbm4-12h, lpddr5x, ddr5, gddr7, cxl ...). It implies the interface and, per stack
+    (channel, CXL link), capacity and bandwidth where the file does not state them; PHY
+    area and edge, energy per bit and price follow it (README, "Memory generations")."""
     stacks: int | None = Field(default=None, gt=0)
     """Number of HBM stacks (area model: one PHY and controller each)."""
     channels: int | None = Field(default=None, gt=0)
@@ -322,6 +327,8 @@ class MemoryLevel(Spec):
             raise ValueError(f"scope per_unit is only for on-chip levels, not kind {self.kind}")
         if self.interface is not None and on_chip:
             raise ValueError(f"interface is for dram and host levels, not kind {self.kind}")
+        if self.generation is not None and self.kind != "dram":
+            raise ValueError(f"generation is for dram levels, not kind {self.kind}")
         if self.stacks is not None and self.interface not in HBM_INTERFACES:
             raise ValueError("stacks needs an HBM interface (hbm2 ... hbm4)")
         if self.channels is not None and self.interface not in CHANNEL_INTERFACES:

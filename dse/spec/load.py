@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from dse.errors import Issue, ReadError, SpecError
-from dse.spec import hardware, hardware_checks, lengths, technology, workload
+from dse.spec import catalogue, hardware, hardware_checks, lengths, technology, workload
 from dse.spec.fixed_costs import Spares, spares
 from dse.spec.messages import issue_at, issues_from, locate
 from dse.spec.types import CLOCK_CONTEXT_KEY, CLOCK_INVALID_KEY
@@ -330,7 +330,24 @@ def _couple(base: LDict, data: LDict, merged: LDict) -> None:
                     scaled = scale_quantity(old[effect], now / was)
                     new.put(effect, scaled, item.key_pos[cause], item.val_pos[cause])
         _couple_slices(old, item, new)
+    _couple_generation(by_name, mine, out)
     _couple_partitions(by_name, mine, out)
+
+
+def _couple_generation(inherited: dict[str, LDict], mine: LList, out: LList) -> None:
+    """A derived level that names a new `generation:` re-derives what the generation implies
+    (interface, capacity, bandwidth: `_with_generations`) unless the derived file states
+    them: the inherited values were the old generation's. The merged mapping is replaced
+    by a copy, never written into."""
+    named = {m["name"]: m for m in mine if isinstance(m, LDict)}
+    for i, level in enumerate(out):
+        own = named.get(level.get("name"))
+        old = inherited.get(level.get("name"))
+        if own is None or old is None or "generation" not in own \
+                or own.get("generation") == old.get("generation"):
+            continue
+        out[i] = _without(level, tuple(k for k in ("interface", "capacity", "bandwidth")
+                                       if k not in own))
 
 
 def _couple_partitions(inherited: dict[str, LDict], mine: LList, out: LList) -> None:
@@ -403,8 +420,60 @@ def _clock_context(data: LDict) -> dict[str, Any]:
         return {CLOCK_INVALID_KEY: True}  # the clock field itself reports the problem
 
 
+def _with_generations(data: LDict) -> LDict:
+    """`data` with what each level's `generation:` implies written in where the file does
+    not state it (README, "Memory generations"): the interface, and capacity and bandwidth
+    as units x the catalogue's figures per unit (units: `stacks` or `channels`; one link for
+    CXL). A file's own numbers win. Unknown generations and a stated interface that
+    contradicts the generation are reported at their keys. Returns a new mapping where
+    anything is written (`data` is unchanged)."""
+    levels = data.get("memory")
+    if not isinstance(levels, list) or not any(
+            isinstance(m, dict) and "generation" in m for m in levels):
+        return data
+    cat = catalogue.catalogue()
+    issues: list[Issue] = []
+    out_levels = LList(levels.pos if isinstance(levels, LList) else data.pos)
+    for i, level in enumerate(levels):
+        pos = levels.item_pos[i] if isinstance(levels, LList) and i < len(levels.item_pos) \
+            else data.pos
+        name = level.get("generation") if isinstance(level, LDict) else None
+        if name is None or not isinstance(level, LDict) or level.get("kind") != "dram":
+            # (the schema says a generation is for dram levels)
+            out_levels.add(level, pos)
+            continue
+        if not isinstance(name, str) or name not in cat.generations:
+            issues.append(issue_at(data, ("memory", i, "generation"), cat.unknown(name)))
+            out_levels.add(level, pos)
+            continue
+        gen = cat.generations[name]
+        iface = level.get("interface")
+        if iface is not None and iface != gen.interface:
+            issues.append(issue_at(data, ("memory", i, "interface"),
+                                   f"interface {iface} contradicts generation {name} "
+                                   f"({gen.interface}); give one or make them agree"))
+        count = level.get("stacks" if gen.unit == "stack" else "channels", 1)
+        count = count if isinstance(count, int) and not isinstance(count, bool) \
+            and count > 0 else 1
+        new = _without(level, ())
+        at = (level.key_pos["generation"], level.val_pos["generation"])
+        if iface is None:
+            new.put("interface", gen.interface, *at)
+        if "capacity" not in level:
+            new.put("capacity", f"{count * gen.capacity / 2**30:.12g} GiB", *at)
+        if "bandwidth" not in level:
+            new.put("bandwidth", f"{count * gen.bandwidth / 1e9:.12g} GB/s", *at)
+        out_levels.add(new, pos)
+    if issues:
+        raise SpecError(issues)
+    out = _without(data, ())
+    out.copy_entry(data, "memory", out_levels)
+    return out
+
+
 def hardware_from_data(data: LDict) -> hardware.HardwareSpec:
     """Validate merged hardware data, including the checks that span memory levels."""
+    data = _with_generations(data)
     spec = validate(hardware.HardwareSpec, data, _clock_context(data))
     assert isinstance(spec, hardware.HardwareSpec)
     spec._base_spares = getattr(data, "base_spares", None)
@@ -443,6 +512,18 @@ def load_technology(ref: str | Path, near: Path | None = None) -> technology.Tec
     if spec.market is None:
         object.__setattr__(spec, "market", shipped_market())
     return spec
+
+
+@functools.cache
+def shipped_memory() -> catalogue.MemoryCatalogue:
+    """The memory catalogue shipped with dse (dse/data/memory.yaml)."""
+    path = Path(__file__).resolve().parent.parent / "data" / "memory.yaml"
+    cat = validate(catalogue.MemoryCatalogue, read_yaml(path, display="dse/data/memory.yaml"))
+    assert isinstance(cat, catalogue.MemoryCatalogue)
+    return cat
+
+
+catalogue.register(shipped_memory)
 
 
 @functools.cache

@@ -34,6 +34,7 @@ from pydantic import BaseModel
 
 from dse import units
 from dse.errors import DseError, suggest
+from dse.spec import catalogue
 from dse.spec.hardware import PRECISIONS, HardwareSpec
 
 PRECISION_SLOT = "<precision>"
@@ -55,9 +56,13 @@ class Term:
     le: float | None
     lt: float | None
     doc: str
+    categorical: bool = False  # a name of the memory catalogue (a generation); its value
+    # in a batch or a study is the name's position in the catalogue
 
     def short(self) -> str:
         """The rule in a few words: 'whole > 0', 'capacity > 0', 'number in (0, 1]'."""
+        if self.categorical:
+            return "catalogue name"
         what = "whole" if self.integer else (self.kind.name if self.kind else "number")
         if self.gt is not None and self.le is not None:
             return f"{what} in ({self.gt:g}, {self.le:g}]"
@@ -68,6 +73,9 @@ class Term:
         return what
 
     def describe_range(self) -> str:
+        if self.categorical:
+            return ("a memory generation of the catalogue (one of: "
+                    f"{', '.join(catalogue.catalogue().names)})")
         parts = []
         if self.gt is not None:
             parts.append(f"> {self.gt:g}")
@@ -151,7 +159,20 @@ def terms(schema: type[BaseModel] = HardwareSpec) -> dict[str, Term]:
     """Every numeric field of a schema (the hardware schema by default), by path pattern."""
     out: dict[str, Term] = {}
     _walk(schema, "", out)
+    if isinstance(schema, type) and issubclass(schema, HardwareSpec):
+        out[GENERATION] = Term(GENERATION, None, True, None, 0.0, None, None,
+                               "DRAM generation of the memory catalogue (hbm3, hbm3e-12h ...)",
+                               categorical=True)
     return out
+
+
+GENERATION = "memory.<level>.generation"
+
+
+def generation_names(values: np.ndarray) -> list[str]:
+    """Catalogue names of generation indices (a batch's or a study's values)."""
+    names = catalogue.catalogue().names
+    return [names[int(v)] if 0 <= v < len(names) else "" for v in np.ravel(values)]
 
 
 _INDEXED = re.compile(r"^memory\[(\d+)\]")
@@ -263,7 +284,9 @@ def convert(path: str, term: Term, value: object, clock_hz: float | None) -> np.
         items = [value]
     if not items:
         raise DseError(f"--set {path}: expected at least one value")
-    if isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
+    if term.categorical:
+        out = np.array([_generation(path, item) for item in items], dtype=float)
+    elif isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
         out = _numbers(path, term, value.astype(float, copy=False).ravel())
     else:
         out = np.empty(len(items))
@@ -272,6 +295,18 @@ def convert(path: str, term: Term, value: object, clock_hz: float | None) -> np.
     if isinstance(value, np.ndarray):
         out = out.reshape(value.shape)
     return out
+
+
+def _generation(path: str, item: object) -> float:
+    """A generation named by its catalogue key (or, from a batch or a study, its index)."""
+    cat = catalogue.catalogue()
+    if isinstance(item, str) and item.strip() in cat.generations:
+        return float(cat.index(item.strip()))
+    if isinstance(item, int | float | np.integer | np.floating) \
+            and not isinstance(item, bool | np.bool_) and float(item) == round(float(item)) \
+            and 0 <= item < len(cat.names):
+        return float(item)
+    raise DseError(f"--set {path}: {cat.unknown(item)}")
 
 
 def _numbers(path: str, term: Term, a: np.ndarray) -> np.ndarray:
@@ -384,4 +419,6 @@ def current(spec: HardwareSpec, path: str) -> float | None:
         if node is None:
             return None
         node = node.get(part) if isinstance(node, dict) else getattr(node, part, None)
+    if isinstance(node, str):  # a generation: its catalogue index
+        return float(catalogue.catalogue().index(node))
     return None if node is None else float(node)  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from dse.spec import vocabulary
+from dse.spec.catalogue import catalogue
 from dse.spec.load import library_names, load_hardware, load_workload
 
 HARDWARE = library_names("hardware")
@@ -86,6 +87,8 @@ def set_option(draw: st.DrawFn, hardware: str, points: int = 1) -> str:
              "compute.matrix.peak_per_unit.fp99", "memory[0].capacity.x", "=", "a=b"]))
 
     def value() -> str:
+        if path.endswith(".generation"):  # a memory-catalogue name (or a wrong one)
+            return mostly(draw, list(catalogue().names), ["hbm9", "3", "", "HBM3", "1e31"])
         if whole:
             return mostly(draw, _si(term, near=True).map(str), [*EXTREME_COUNTS, "-1"])
         number = mostly(draw, _si(term, near=True).map(lambda v: f"{v:.6g}"),

@@ -114,8 +114,8 @@ def test_a_bad_assumption_value_is_one_line_at_its_key(tmp_path: Path) -> None:
 
 def test_an_alternative_applies_its_assumptions_to_its_own_hardware() -> None:
     study = load_study("middle-ground")
-    assert study.hardware.technology.spares == "none"
-    assert study.alternatives["h100-spares"].hardware.technology.spares == "as-built"
+    assert study.hardware.technology.spares == "as-built"  # the study's set: H100's policy
+    assert study.alternatives["no-spares"].hardware.technology.spares == "none"
     pk = study.alternatives["whole-perimeter"].hardware.technology.package
     assert pk.hbm_edges == 4
     assert study.hardware.technology.package is None  # the main run keeps the node's rule

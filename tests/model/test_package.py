@@ -182,18 +182,18 @@ def test_study_constraints_name_the_edge():
     study = load_study("studies/middle-ground.yaml")
     out = evaluate_designs(study, {
         "memory.HBM3.stacks": np.array([5.0, 8.0]),
-        "memory.LPDDR5X.channels": np.array([32.0, 8.0]),
-        "interconnect.links": np.array([18.0, 6.0]),
-        "compute.units": np.array([96.0, 128.0]),
-        "memory.L2.capacity": np.array([192.0, 32.0]) * 2**20})
+        "memory.LPDDR5X.channels": np.array([16.0, 8.0]),
+        "interconnect.links": np.array([10.0, 6.0]),
+        "compute.units": np.array([120.0, 128.0]),
+        "memory.L2.capacity": np.array([64.0, 32.0]) * 2**20})
     assert "hbm_stacks_over_edges" in out.constraints and "interposer_mm2" in out.constraints
     assert out.feasible[0] and out.constraints["hbm_stacks_over_edges"][0] <= 0
     assert out.constraints["interposer_mm2"][0] <= 0
-    # 8 stacks beside a ~730 mm2 die: the whole-perimeter shoreline nearly fits them (24 mm2
-    # of padding); the per-edge rule does not.
+    # 8 stacks enabled build 10 sites (the H100's spare fraction, the study's policy), which
+    # two long edges of any die within the reticle cannot hold.
     assert out.constraints["hbm_stacks_over_edges"][1] > 0
     assert not out.feasible[1] and (
-        "8 HBM3 stacks as built (with the base's spare sites) on 1 die need 4 per long "
+        "10 HBM3 stacks as built (with the base's spare sites) on 1 die need 5 per long "
         "edge") in out.reason[1]
 
 

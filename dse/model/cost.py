@@ -14,8 +14,9 @@ and the market prices (dse/data/cost.yaml), each a dated public estimate.
                     (n = k) it is (1 + D S / alpha)^-alpha.
     good die        wafer price / (DPW x Y)
     memory          capacity x price per byte of its kind (HBM: taller stacks dearer)
-    package         interposer (or substrate) area x price per area + fixed, technology
-                    CoWoS-S up to its limit, then CoWoS-L (HBM); organic without HBM
+    package         interposer (or substrate) area x price per area + fixed, for the area
+                    and technology of the package geometry (dse.model.package: the design's
+                    packaging, else CoWoS-S with HBM and organic without)
     chip            (dies x good die + memory + package) / assembly yield + final test
     system          chips x chip
 
@@ -114,22 +115,11 @@ def harvest_yield(critical_mm2: np.ndarray, unit_mm2: np.ndarray, built: np.ndar
     return (good * w).sum(axis=1) + low  # row by row: a design costs the same in any batch
 
 
-def interposer_area_mm2(dies_mm2: np.ndarray, stacks: np.ndarray, market: Market
-                        ) -> np.ndarray:
-    """[N] interposer (or substrate) area: (all dies + HBM stacks x stack footprint) x
-    margin. The estimate for a node without package rules; where the node has them, the
-    package geometry (dse.model.package.interposer_area_mm2) lays dies and stacks out
-    along their edges with their keep-outs, and the cost uses that."""
-    return (dies_mm2 + stacks * market.interposer.stack) * market.interposer.margin
-
-
-def _memory(db: DesignBatch, market: Market
-            ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], np.ndarray]:
+def _memory(db: DesignBatch, market: Market) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Capacity and price per byte of each DRAM level ([N] bytes, [N] USD/B, by component
-    name) and the HBM stacks as built."""
-    spec, sp = db.spec, spares(db.spec)
+    name)."""
+    spec = db.spec
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    stacks = np.zeros(db.n)
     for i, level in enumerate(spec.memory):
         if level.kind != "dram":
             continue  # on-chip SRAM is in the die; a host's memory is the host's
@@ -151,10 +141,8 @@ def _memory(db: DesignBatch, market: Market
                 per_stack = cap / np.where(count > 0, count, 1.0)
                 per_byte = np.where(mine & (per_stack > price.tall_above * (1 + 1e-9)),
                                     price.tall, per_byte)
-        if iface in HBM_INTERFACES:
-            stacks = stacks + db.stacks[:, i] * sp.levels.get(level.name, {}).get("stacks", 1.0)
         out[f"{level.name} ({iface})"] = (cap, per_byte)
-    return out, stacks
+    return out
 
 
 def _units(db: DesignBatch, die: AreaResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -191,22 +179,24 @@ def cost(db: DesignBatch, tech: TechSpec, die: AreaResult) -> CostResult:
     with np.errstate(divide="ignore"):
         good = np.where(dpw * y > 0, wafer.price / np.where(dpw * y > 0, dpw * y, 1.0), np.inf)
     comp: dict[str, np.ndarray] = {"dies": good * dies}
-    mem, stacks = _memory(db, market)
+    mem = _memory(db, market)
     comp.update({k: cap * per_byte for k, (cap, per_byte) in mem.items()})
-    hbm = stacks > 0
-    # the package geometry's interposer (dies and stacks laid out along their edges) where
-    # the node gives package rules; else the footprint estimate
-    area = (die.geometry.interposer_mm2 if die.geometry is not None
-            else interposer_area_mm2(die.total_mm2, stacks, market))
-    techs = ("organic", "cowos-s", "cowos-l")  # no HBM; HBM up to CoWoS-S's limit; beyond
-    which = np.where(~hbm, 0, np.where(area <= market.packaging["cowos-s"].max_area, 1, 2))
+    geo = die.geometry
+    if geo is None:
+        raise DseError(f"{spec.name}: technology.node {tech.node}: the node file gives no "
+                       "package: rules (die shape, stack footprints, packaging limits), which "
+                       "the cost model needs to lay out and price the interposer")
+    # the package geometry's interposer and technology (dse.model.package): the same
+    # layout, technology and limit the study's interposer constraint checks
+    area, tech_name = geo.interposer_mm2, geo.packaging
+    techs = ("organic", "cowos-s", "cowos-l")
+    which = np.array([techs.index(t) for t in tech_name], dtype=int)
 
     def pick(field: str) -> np.ndarray:
         """[N] one packaging constant of each design's technology."""
         return np.array([getattr(market.packaging[t], field) for t in techs])[which]
 
-    tech_name = np.array(techs, dtype=object)[which]
-    ay, limit, test = pick("assembly_yield"), pick("max_area"), pick("test")
+    ay, test = pick("assembly_yield"), pick("test")
     comp["package"] = area * pick("per_area") + pick("fixed")
     before = sum(comp.values(), np.zeros(n))
     loss = np.full(n, np.inf)  # a die no wafer yields: infinite cost, whatever the yield
@@ -214,11 +204,8 @@ def cost(db: DesignBatch, tech: TechSpec, die: AreaResult) -> CostResult:
     comp["assembly loss"] = loss
     comp["test and assembly"] = test
     total = before + comp["assembly loss"] + test
-    fits = area <= limit
-    reason = np.full(n, "", dtype=object)
-    for i in np.flatnonzero(~fits):
-        reason[i] = (f"an interposer of {area[i]:.0f} mm2 exceeds {tech_name[i]}'s "
-                     f"{limit[i]:.0f} mm2")
+    fits = geo.interposer_fits
+    reason = np.where(fits, "", geo.interposer_reason).astype(object)
     return CostResult(hardware=spec.name, node=tech.node, components=comp, total_usd=total,
                       die_mm2=one, dies=dies, dies_per_wafer=dpw, die_yield=y,
                       good_die_usd=good, wafer_usd=wafer.price,

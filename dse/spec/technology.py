@@ -257,8 +257,8 @@ class MemoryPrice(Price):
 
 
 class PackagePrice(Price):
-    """A packaging technology: what it costs per area and per package, how large it can be,
-    and the share of packages that survive assembly."""
+    """A packaging technology: what it costs per area and per package, and the share of
+    packages that survive assembly (its size limit is the node's package rules')."""
 
     per_area: CostPerArea
     """USD per mm^2 of interposer (CoWoS) or substrate area (written "0.3 $/mm2")."""
@@ -267,20 +267,9 @@ class PackagePrice(Price):
     test: CostOrZero
     """USD per shipped package for final test, burn-in and module assembly (after the
     assembly yield: paid once per good package)."""
-    max_area: Area
-    """Largest interposer (or substrate) the technology makes, mm^2."""
     assembly_yield: float = Field(gt=0, le=1)
     """Share of assembled packages that work: dies, memory and package of a failed
     assembly are lost."""
-
-
-class Interposer(Price):
-    """The interposer-area estimate (dse.model.cost.interposer_area_mm2)."""
-
-    stack: Area
-    """Footprint of one HBM stack, mm^2."""
-    margin: float = Field(ge=1)
-    """Interposer area / (dies + stacks): spacing, keep-outs and the edge ring."""
 
 
 class Market(Spec):
@@ -292,7 +281,6 @@ class Market(Spec):
     memory: dict[str, MemoryPrice]
     """Keys: DRAM interface names (hbm3, hbm3e, lpddr5x, ddr5, gddr7, cxl ...)."""
     packaging: dict[Literal["cowos-s", "cowos-l", "organic"], PackagePrice]
-    interposer: Interposer
 
     @model_validator(mode="after")
     def _kinds(self) -> Market:

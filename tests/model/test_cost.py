@@ -17,7 +17,7 @@ from dse.cli import app
 from dse.errors import DseError
 from dse.model.area import area
 from dse.model.batch import design_batch
-from dse.model.cost import cost, dies_per_wafer, harvest_yield, interposer_area_mm2
+from dse.model.cost import cost, dies_per_wafer, harvest_yield
 from dse.spec.load import hardware_with_technology, load_technology, shipped_market
 
 N4 = load_technology("n4")
@@ -154,13 +154,23 @@ def test_package_technology_follows_the_interposer():
     assert chip_cost("h100-sxm").package[0] == "cowos-s"
     assert chip_cost("b200").package[0] == "cowos-l"
     assert chip_cost("mtia-v2").package[0] == "organic"  # LPDDR: no interposer
-    assert interposer_area_mm2(np.array([800.0]), np.array([6.0]), m)[0] == pytest.approx(
-        (800 + 6 * 121) * 1.25)
+    # the cost prices the geometry's interposer and technology: one layout, one limit
     spec, tech = hardware_with_technology("b200")
     db = design_batch(spec, {"memory.HBM3e.stacks": np.array([8.0, 24.0])})
-    c = cost(db, tech, area(db, tech))
-    assert c.feasible.tolist() == [True, False]
-    assert "exceeds cowos-l's 4720 mm2" in c.reason[1]
+    die = area(db, tech)
+    c = cost(db, tech, die)
+    assert c.interposer_mm2.tolist() == die.geometry.interposer_mm2.tolist()
+    assert c.feasible.tolist() == die.geometry.interposer_fits.tolist() == [True, False]
+    assert "exceeds the 4719 mm2 limit of cowos-l" in c.reason[1]
+    assert m.packaging["cowos-l"].per_area < m.packaging["cowos-s"].per_area
+
+
+def test_cost_needs_the_nodes_package_rules():
+    spec, tech = hardware_with_technology("h100-sxm")
+    bare = tech.model_copy(update={"package": None})
+    db = design_batch(spec)
+    with pytest.raises(DseError, match="no package: rules"):
+        cost(db, bare, area(db, bare))
 
 
 def test_a_node_without_wafer_constants_says_so():

@@ -179,7 +179,8 @@ def _run_of(study: Study, name: str, changes: str, t: outputs.Tables,
     found = robustness.findings(study, best, band_of, _base_objectives(study), _fmt_value,
                                 regions, anchor)
     n_ok = int(t.trials["feasible"].sum()) if len(t.trials) else 0
-    return robustness.Run(name, changes, len(t.trials), n_ok, best, found)
+    return robustness.Run(name, changes, len(t.trials), n_ok, best, found,
+                          columns=tuple((p.column, p.path) for p in study.params))
 
 
 def _fmt_value(column: str, value: float) -> str:

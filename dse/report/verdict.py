@@ -134,8 +134,9 @@ def _assumption_rows(facts: Facts, column: str) -> list[list[str]]:
             continue
         mine = float(row[column])
         theirs = float(first[column]) if first is not None else np.nan
+        columns = r.columns or tuple((col, path) for col, path, *_ in facts.params)
         design = ", ".join(f"{path} {_fmt(col, row[col]) if _is_number(row[col]) else row[col]}"
-                           for col, path, *_ in facts.params if col in row)
+                           for col, path in columns if col in row)
         rows.append([r.name, what, design, quantity(mine, facts.units_of[column]),
                      f"{mine / theirs:.2f}x" if np.isfinite(theirs) and theirs else "—"])
     return rows

@@ -366,6 +366,7 @@ class Run:
     best: dict[str, pd.Series]  # objective column -> the best feasible design
     findings: list[Finding]
     description: str = ""  # the alternative's own words for its assumption (study file)
+    columns: tuple[tuple[str, str], ...] = ()  # (column, path) of the run's own parameters
 
 
 def verdicts(runs: list[Run]) -> list[tuple[Finding, list[tuple[str, Finding | None]]]]:

@@ -13,6 +13,7 @@ from dse.model.area import PADDING, area, reticle_reason
 from dse.model.batch import design_batch
 from dse.model.cost import cost
 from dse.search import chips as chip_count
+from dse.search import memo
 from dse.search.space import DIRECT, Goal, Job, Study
 
 # The value an infeasible design's objective is told as when its metric does not exist
@@ -154,7 +155,7 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
     system_over = np.full(n, -np.inf)  # most a workload's system is over its cost budget
     for name, job in study.jobs.items():
         n_chips = chip_count.chips_of(job, params, n)
-        ev = chip_count.evaluate_job(db, job, n_chips, tech)
+        ev = memo.evaluate_job(study, job, params, db, n_chips, tech)  # shared by the runs
         m = ev.metrics
         if study.system_budget is not None and cost_usd is not None:
             system = cost_usd * n_chips

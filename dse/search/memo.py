@@ -4,13 +4,12 @@ the parameters coincide: an alternative that changes a budget, a power cap or a 
 designs the study (or another alternative) has evaluated, and gets those results instead of
 evaluating them again. Each run keeps its own sampler and its own trials; only the model's
 answer for a design is shared, and the model is deterministic, so a reused result equals a
-fresh one. Per process, bounded (LIMIT designs per model); no I/O."""
+fresh one. Per process, bounded (LIMIT designs in all); no I/O."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 import numpy as np
 
@@ -18,20 +17,21 @@ from dse.model.batch import DesignBatch
 from dse.search import chips as chip_count
 from dse.spec.technology import TechSpec
 
-LIMIT = 200_000  # designs kept per model (a few hundred bytes each)
-_STORE: dict[str, dict[tuple, dict[str, Any]]] = {}
-_STATS = {"hits": 0, "misses": 0}
+LIMIT = 200_000  # designs kept in all (their arrays, ~0.4 kB each)
+# model digest -> (stored results, design key -> (result index, row))
+_STORE: dict[str, tuple[list[chip_count.JobResult], dict[tuple, tuple[int, int]]]] = {}
+_STATS = {"hits": 0, "misses": 0, "kept": 0}
 
 
 def clear() -> None:
     """Forget every stored evaluation (tests)."""
     _STORE.clear()
-    _STATS.update(hits=0, misses=0)
+    _STATS.update(hits=0, misses=0, kept=0)
 
 
 def stats() -> dict[str, int]:
     """Designs taken from the store and designs evaluated, since the last clear()."""
-    return dict(_STATS)
+    return {k: _STATS[k] for k in ("hits", "misses")}
 
 
 def _model_key(study, job, paths: tuple[str, ...]) -> str:
@@ -56,38 +56,38 @@ def _keys(params: dict[str, np.ndarray], paths: tuple[str, ...], n: int) -> list
     return list(zip(*cols, strict=True))
 
 
-def _rows(res: chip_count.JobResult, n: int) -> list[dict[str, Any]]:
-    """Per-design rows of a JobResult (what the store keeps)."""
-    out = []
-    for i in range(n):
-        out.append({"feasible": bool(res.feasible[i]), "reason": res.reason[i],
-                    "sequences": res.sequences[i],
-                    "metrics": {k: v[i] for k, v in res.metrics.items()},
-                    "training": ({k: v[i] for k, v in res.training.items()}
-                                 if res.training else None)})
-    return out
+def _empty(template: np.ndarray, n: int) -> np.ndarray:
+    return (np.full(n, np.nan) if template.dtype.kind in "biuf"
+            else np.full(n, None, dtype=object))
 
 
-def _column(values: list[Any]) -> np.ndarray:
-    """An [N] array of one metric's values (NaN where a design lacks it; text as objects)."""
-    if all(v is None or isinstance(v, int | float | np.number | bool | np.bool_)
-           for v in values):
-        return np.array([np.nan if v is None else v for v in values], dtype=float)
-    return np.array(values, dtype=object)
+def _gather(parts: list[tuple[np.ndarray, chip_count.JobResult, np.ndarray]], n: int
+            ) -> chip_count.JobResult:
+    """One JobResult of n designs from pieces: (positions, a stored or fresh result, its
+    rows for those positions)."""
+    def field(get) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for pos, res, rows in parts:
+            for k, v in (get(res) or {}).items():
+                v = np.asarray(v)
+                if k not in out:
+                    out[k] = _empty(v, n)
+                elif out[k].dtype.kind == "f" and v.dtype.kind not in "biuf":
+                    out[k] = out[k].astype(object)
+                out[k][pos] = v[rows]
+        return out
 
-
-def _assemble(rows: list[dict[str, Any]]) -> chip_count.JobResult:
-    n = len(rows)
-    metric_keys = list(dict.fromkeys(k for r in rows for k in r["metrics"]))
-    metrics = {k: _column([r["metrics"].get(k) for r in rows]) for k in metric_keys}
-    training_keys = list(dict.fromkeys(k for r in rows if r["training"] for k in r["training"]))
-    training = ({k: _column([(r["training"] or {}).get(k) for r in rows])
-                 for k in training_keys} if training_keys else None)
-    return chip_count.JobResult(
-        feasible=np.array([r["feasible"] for r in rows], dtype=bool),
-        reason=np.array([r["reason"] for r in rows], dtype=object),
-        sequences=np.array([r["sequences"] for r in rows], dtype=float).reshape(n),
-        metrics=metrics, training=training)
+    feasible = np.zeros(n, dtype=bool)
+    reason = np.full(n, "", dtype=object)
+    sequences = np.full(n, np.nan)
+    for pos, res, rows in parts:
+        feasible[pos] = np.asarray(res.feasible)[rows]
+        reason[pos] = np.asarray(res.reason, dtype=object)[rows]
+        sequences[pos] = np.asarray(res.sequences, dtype=float)[rows]
+    training = field(lambda r: r.training)
+    return chip_count.JobResult(feasible=feasible, reason=reason, sequences=sequences,
+                                metrics=field(lambda r: r.metrics),
+                                training=training or None)
 
 
 def evaluate_job(study, job, params: dict[str, np.ndarray], db: DesignBatch,
@@ -96,22 +96,37 @@ def evaluate_job(study, job, params: dict[str, np.ndarray], db: DesignBatch,
     has evaluated on the same model from the store and evaluating the rest in one pass."""
     n = db.n
     paths = tuple(sorted(params))
-    store = _STORE.setdefault(_model_key(study, job, paths), {})
+    results, index = _STORE.setdefault(_model_key(study, job, paths), ([], {}))
     keys = _keys(params, paths, n)
-    miss = np.array([k not in store for k in keys], dtype=bool)
+    miss = np.array([k not in index for k in keys], dtype=bool)
     _STATS["hits"] += int(n - miss.sum())
     _STATS["misses"] += int(miss.sum())
-    if miss.all():
-        res = chip_count.evaluate_job(db, job, chips, tech)
-        if len(store) + n <= LIMIT:
-            store.update(zip(keys, _rows(res, n), strict=True))
-        return res
-    idx = np.flatnonzero(miss)
-    if len(idx):
-        fresh = chip_count.evaluate_job(db.take(idx), job, chips[idx], tech)
-        if len(store) + len(idx) <= LIMIT:
-            store.update(zip([keys[i] for i in idx], _rows(fresh, len(idx)), strict=True))
-        else:  # full: keep this batch's results for the assembly only
-            store = {**store, **dict(zip([keys[i] for i in idx], _rows(fresh, len(idx)),
-                                         strict=True))}
-    return _assemble([store[k] for k in keys])
+    if not miss.any() or miss.all():
+        fresh = chip_count.evaluate_job(db, job, chips, tech) if miss.all() else None
+    else:
+        fresh = chip_count.evaluate_job(db.take(np.flatnonzero(miss)), job, chips[miss], tech)
+    parts: list[tuple[np.ndarray, chip_count.JobResult, np.ndarray]] = []
+    if fresh is not None:
+        idx = np.flatnonzero(miss)
+        if miss.all():
+            return _keep(results, index, keys, fresh)
+        _keep(results, index, [keys[i] for i in idx], fresh)
+        parts.append((idx, fresh, np.arange(len(idx))))
+    by_result: dict[int, list[tuple[int, int]]] = {}
+    for i in np.flatnonzero(~miss):
+        r, row = index[keys[i]]
+        by_result.setdefault(r, []).append((i, row))
+    for r, items in by_result.items():
+        pos, rows = (np.array(x) for x in zip(*items, strict=True))
+        parts.append((pos, results[r], rows))
+    return _gather(parts, n)
+
+
+def _keep(results: list[chip_count.JobResult], index: dict[tuple, tuple[int, int]],
+          keys: list[tuple], res: chip_count.JobResult) -> chip_count.JobResult:
+    """Store `res` (its designs under `keys`) while the store has room; return it."""
+    if _STATS["kept"] + len(keys) <= LIMIT:
+        results.append(res)
+        index.update((k, (len(results) - 1, i)) for i, k in enumerate(keys))
+        _STATS["kept"] += len(keys)
+    return res

@@ -315,3 +315,14 @@ def test_a_derived_file_changing_stacks_keeps_its_bases_generation(tmp_path):
     level = load_hardware(path).memory[-1]
     assert (level.generation, level.stacks) == ("hbm3e-12h", 4)
     assert level.capacity == 4 * 36 * GiB and level.bandwidth == 4e12
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), -1.0, 2.5, 1e300])
+def test_a_generation_given_as_a_number_outside_the_catalogue_is_one_line(value):
+    """The long fuzz profile found inf and NaN crashing the index check (round(inf))."""
+    import dse
+    from dse.errors import DseError
+
+    with pytest.raises(DseError, match="unknown memory generation"):
+        dse.evaluate(dse.load_hardware("h100-sxm"), dse.load_workload("llama2-7b"),
+                     phase="decode", overrides={"memory.HBM3.generation": value})

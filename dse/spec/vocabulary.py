@@ -303,8 +303,8 @@ def _generation(path: str, item: object) -> float:
     if isinstance(item, str) and item.strip() in cat.generations:
         return float(cat.index(item.strip()))
     if isinstance(item, int | float | np.integer | np.floating) \
-            and not isinstance(item, bool | np.bool_) and float(item) == round(float(item)) \
-            and 0 <= item < len(cat.names):
+            and not isinstance(item, bool | np.bool_) and np.isfinite(float(item)) \
+            and float(item) == round(float(item)) and 0 <= item < len(cat.names):
         return float(item)
     raise DseError(f"--set {path}: {cat.unknown(item)}")
 

@@ -13,7 +13,7 @@ import errno
 import functools
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -514,13 +514,21 @@ def load_technology(ref: str | Path, near: Path | None = None) -> technology.Tec
     return spec
 
 
+T = TypeVar("T", bound=BaseModel)
+
+
+def _shipped_data(model: type[T], name: str) -> T:
+    """A data file shipped in dse/data/, validated as `model`."""
+    path = Path(__file__).resolve().parent.parent / "data" / name
+    out = validate(model, read_yaml(path, display=f"dse/data/{name}"))
+    assert isinstance(out, model)
+    return out
+
+
 @functools.cache
 def shipped_memory() -> catalogue.MemoryCatalogue:
     """The memory catalogue shipped with dse (dse/data/memory.yaml)."""
-    path = Path(__file__).resolve().parent.parent / "data" / "memory.yaml"
-    cat = validate(catalogue.MemoryCatalogue, read_yaml(path, display="dse/data/memory.yaml"))
-    assert isinstance(cat, catalogue.MemoryCatalogue)
-    return cat
+    return _shipped_data(catalogue.MemoryCatalogue, "memory.yaml")
 
 
 catalogue.register(shipped_memory)
@@ -529,10 +537,7 @@ catalogue.register(shipped_memory)
 @functools.cache
 def shipped_market() -> technology.Market:
     """The memory and packaging prices shipped with dse (dse/data/cost.yaml)."""
-    path = Path(__file__).resolve().parent.parent / "data" / "cost.yaml"
-    market = validate(technology.Market, read_yaml(path, display="dse/data/cost.yaml"))
-    assert isinstance(market, technology.Market)
-    return market
+    return _shipped_data(technology.Market, "cost.yaml")
 
 
 def _node_of(spec: hardware.HardwareSpec, data: LDict, path: Path) -> technology.TechSpec:

@@ -326,3 +326,21 @@ def test_a_generation_given_as_a_number_outside_the_catalogue_is_one_line(value)
     with pytest.raises(DseError, match="unknown memory generation"):
         dse.evaluate(dse.load_hardware("h100-sxm"), dse.load_workload("llama2-7b"),
                      phase="decode", overrides={"memory.HBM3.generation": value})
+
+
+def test_a_derived_file_naming_a_generation_keeps_its_bases_spares(tmp_path):
+    """Found trying it as a new user: `base: h100-sxm` with its HBM3 level renamed to
+    12-high HBM3E priced the die without the H100's spares (683 mm2, and 5 stacks as built
+    on edges that hold 6 became infeasible) where any other derived change keeps them."""
+    from dse.model.area import area
+    from dse.model.batch import design_batch
+    from dse.spec.load import hardware_with_technology
+
+    f = tmp_path / "mine.yaml"
+    f.write_text("base: h100-sxm\nname: h100-hbm3e\nsource: test\nmemory:\n"
+                 "  - name: HBM3\n    generation: hbm3e-12h\n")
+    mine, tech = hardware_with_technology(f)
+    h100, _ = hardware_with_technology("h100-sxm")
+    a, b = area(design_batch(mine), tech), area(design_batch(h100), tech)
+    assert a.total_mm2[0] == pytest.approx(b.total_mm2[0])  # same PHYs, same spares
+    assert a.feasible[0]

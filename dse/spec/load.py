@@ -473,10 +473,11 @@ def _with_generations(data: LDict) -> LDict:
 
 def hardware_from_data(data: LDict) -> hardware.HardwareSpec:
     """Validate merged hardware data, including the checks that span memory levels."""
-    data = _with_generations(data)
+    base_spares = getattr(data, "base_spares", None)  # kept by the loader on the mapping
+    data = _with_generations(data)  # a new mapping: the attribute stays on the old one
     spec = validate(hardware.HardwareSpec, data, _clock_context(data))
     assert isinstance(spec, hardware.HardwareSpec)
-    spec._base_spares = getattr(data, "base_spares", None)
+    spec._base_spares = base_spares
     issues = [issue_at(data, loc, msg) for loc, msg in hardware_checks.hierarchy_issues(spec)]
     for built_loc, enabled_loc, msg in hardware_checks.as_built_issues(spec):
         # Report at the value the top-level file sets (its own line), the as-built one first.

@@ -511,9 +511,11 @@ def load_study(path: str | Path) -> Study:
     return replace(main, alternatives=alternatives) if alternatives else main
 
 
-def _modelled_cost(data, ref: str, near: Path, issues: list[Issue],
-                   loc: tuple = ("constraints", "cost_of")) -> float | None:
-    """The cost model's cost to make chip `ref` as its file gives it (USD per chip)."""
+def _modelled(what: str, data, ref: str, near: Path, issues: list[Issue], loc: tuple
+              ) -> float | None:
+    """The area model's total (mm2, `what` "area") or the cost model's cost to make (USD,
+    "cost") of chip `ref` as its file gives it; None, with the issue at `loc`, where the
+    model cannot price it."""
     from dse.model.area import area
     from dse.model.batch import design_batch
     from dse.model.cost import cost
@@ -523,12 +525,19 @@ def _modelled_cost(data, ref: str, near: Path, issues: list[Issue],
     except SpecError as e:
         issues.append(issue_at(data, loc, _messages(e)))
         return None
-    if tech is None or tech.wafer is None:
-        issues.append(issue_at(data, loc, f"the cost model cannot price {spec.name}: "
-                               f"{why or f'node {tech.node} gives no wafer: constants'}"))
+    if tech is None or (what == "cost" and tech.wafer is None):
+        why = why or f"node {tech.node} gives no wafer: constants"  # type: ignore[union-attr]
+        issues.append(issue_at(data, loc, f"the {what} model cannot price {spec.name}: {why}"))
         return None
     db = design_batch(spec)
-    return float(cost(db, tech, area(db, tech)).total_usd[0])
+    die = area(db, tech)
+    return float(die.total_mm2[0] if what == "area" else cost(db, tech, die).total_usd[0])
+
+
+def _modelled_cost(data, ref: str, near: Path, issues: list[Issue],
+                   loc: tuple = ("constraints", "cost_of")) -> float | None:
+    """The cost model's cost to make chip `ref` as its file gives it (USD per chip)."""
+    return _modelled("cost", data, ref, near, issues, loc)
 
 
 def _system_budget(data, c, workloads: dict[str, StudyWorkload], near: Path,
@@ -712,15 +721,4 @@ def _alternative(data, name: str, alt: Alternative, main: Study,
 def _modelled_area(data, ref: str, near: Path, issues: list[Issue],
                    loc: tuple = ("constraints", "area_of")) -> float | None:
     """The area model's total for chip `ref` as its file gives it (mm2)."""
-    from dse.model.area import area
-    from dse.model.batch import design_batch
-
-    try:
-        spec, tech, why = _hardware(ref, near)
-    except SpecError as e:
-        issues.append(issue_at(data, loc, _messages(e)))
-        return None
-    if tech is None:
-        issues.append(issue_at(data, loc, f"the area model cannot price {spec.name}: {why}"))
-        return None
-    return float(area(design_batch(spec), tech).total_mm2[0])
+    return _modelled("area", data, ref, near, issues, loc)

@@ -3,7 +3,10 @@ resolved study). Thin: parse, call dse.search, render with dse.report."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Annotated
@@ -113,44 +116,70 @@ def study(
     folder = runner.out_dir(st, opts)
     if folder.exists() and not folder.is_dir():
         raise DseError(f"--out {folder}: exists and is not a folder")
-    if name == "grid":
-        from dse.report.study_outputs import write_grid
+    with _one_command(st, opts):  # a second command on this journal is refused
+        if name == "grid":
+            from dse.report.study_outputs import write_grid
 
-        if storage is not None or workers > 1:
-            raise DseError("--sampler grid: the grid runs in this process without a storage; "
-                           "drop --storage and --workers")
-        alts = _alternatives(st, opts, name, folder, quiet, alternatives)
-        _told(write_grid(st, folder, quiet=quiet, alternatives=alts))
-        return
-    target = trials or st.spec.search.trials
-    report, bar = _reporter(not quiet, target)
-    started = time.perf_counter()
-    stopped = False
-    try:
-        prog = runner.run(st, opts, report)
-    except KeyboardInterrupt:
-        stopped = True
-        prog = None
-    finally:
-        if bar is not None:
-            bar.stop()
-    wall = time.perf_counter() - started
-    from dse.report.study_outputs import write_all
-
-    alts = None
-    if not stopped:
-        try:
+            if storage is not None or workers > 1:
+                raise DseError("--sampler grid: the grid runs in this process without a storage; "
+                               "drop --storage and --workers")
             alts = _alternatives(st, opts, name, folder, quiet, alternatives)
+            _told(write_grid(st, folder, quiet=quiet, alternatives=alts))
+            return
+        target = trials or st.spec.search.trials
+        report, bar = _reporter(not quiet, target)
+        started = time.perf_counter()
+        stopped = False
+        try:
+            prog = runner.run(st, opts, report)
         except KeyboardInterrupt:
             stopped = True
-    report = write_all(st, opts, name, wall, prog, alternatives=alts)
-    if stopped:
-        for line in report.lines:
-            typer.echo(line)
-        typer.echo("stopped by Ctrl-C: every finished trial is kept; run the same command "
-                   "to resume", err=True)
-        raise typer.Exit(130)
-    _told(report)
+            prog = None
+        finally:
+            if bar is not None:
+                bar.stop()
+        wall = time.perf_counter() - started
+        from dse.report.study_outputs import write_all
+
+        alts = None
+        if not stopped:
+            try:
+                alts = _alternatives(st, opts, name, folder, quiet, alternatives)
+            except KeyboardInterrupt:
+                stopped = True
+        report = write_all(st, opts, name, wall, prog, alternatives=alts)
+        if stopped:
+            for line in report.lines:
+                typer.echo(line)
+            typer.echo("stopped by Ctrl-C (or SIGTERM): every finished trial is kept; run "
+                       "the same command to resume", err=True)
+            raise typer.Exit(130)
+        _told(report)
+
+
+@contextlib.contextmanager
+def _one_command(st, opts):
+    """For the whole command (search, alternatives, outputs): the run lock of the study's
+    journal (dse.search.journal.RunLock; none for a database, which many processes share by
+    design), and SIGTERM handled as Ctrl-C, so a `kill` ends the run the way Ctrl-C does:
+    finished trials kept, outputs written, exit 130."""
+    from dse.search import run as runner
+    from dse.search.journal import RunLock
+
+    url = runner.storage_url(st, opts)
+    lock = contextlib.nullcontext() if "://" in url else RunLock(Path(url))
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
+    try:
+        with lock:
+            yield
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _alternatives(st, opts, sampler: str, folder: Path, quiet: bool, enabled: bool):

@@ -145,11 +145,16 @@ def storage_for(target: str | Path) -> Any:
                 raise DseError(f"{path}: an SQLite database but not an Optuna one "
                                f"({_first_line(e)}); {EXPECTED}") from None
         else:
-            from optuna.storages.journal import JournalFileBackend
+            from dse.search.journal import Journal
 
             _check_journal(path, first)
-            try:  # the journal is read (replayed) here
-                storage = optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+            try:  # the journal is read (replayed) here; a torn tail is cut back first
+                backend = Journal(path)
+                for note in backend.notices:
+                    print(f"warning: {note}", file=sys.stderr)
+                storage = optuna.storages.JournalStorage(backend)
+            except DseError:
+                raise
             except Exception as e:
                 raise DseError(f"{path}: not a readable Optuna journal ({type(e).__name__}: "
                                f"{_first_line(e)}); {EXPECTED}") from None

@@ -17,6 +17,7 @@ import logging
 import math
 import multiprocessing as mp
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -30,6 +31,7 @@ import optuna
 from optuna.trial import TrialState
 
 from dse.errors import DseError
+from dse.search.journal import Journal
 from dse.search.objective import Outcome, baseline_of, evaluate_designs
 from dse.search.space import Study
 
@@ -109,7 +111,9 @@ def open_storage(url: str, heartbeat: bool = False) -> optuna.storages.BaseStora
                        f"({e.strerror or e})") from None
     if path.exists() and not path.is_file():
         raise DseError(f"{path}: expected an Optuna journal file, found a folder")
-    backend = optuna.storages.journal.JournalFileBackend(str(path))
+    backend = Journal(path)  # kernel-released locks, a torn tail healed, whole appends
+    for note in backend.notices:
+        print(f"warning: {note}", file=sys.stderr)
     return optuna.storages.JournalStorage(backend)
 
 

@@ -268,7 +268,7 @@ def test_a_study_without_alternatives_writes_what_it_wrote_before(tmp_path: Path
     assert sorted(p.name for p in out.iterdir()) == sorted([
         "trials.csv", "trials.parquet", "pareto.csv", "references.csv", "pareto.png",
         "pareto.svg", "pareto.pdf", "parallel.png", "summary.md", "study.resolved.yaml",
-        "run.json", "study.journal"])
+        "run.json", "study.journal", "study.journal.run"])  # the run lock (dse.search.journal)
     assert not (out / "alternatives").exists()
     resolved = yaml.safe_load((out / "study.resolved.yaml").read_text())
     assert "alternatives" not in resolved and "set" not in resolved

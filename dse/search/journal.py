@@ -1,0 +1,235 @@
+"""The journal file a study's trials live in, safe against the faults a long run meets.
+
+- **Locks the kernel releases.** Appends hold an advisory `flock` on the journal file itself
+  (not Optuna's symlink lock, whose owner's death left a lock that blocked every later run
+  for its 30 s grace, or for ever when the link's relative target dangled): a process that
+  dies, by SIGKILL included, releases it at once, whatever the paths. A whole run holds a
+  second one, `<journal>.run`, so a second command on the same journal is refused with one
+  line naming the process that runs, instead of doubling the budget or failing its trials.
+- **A journal that heals.** A torn or undecodable tail (a kill or a full disk in the middle
+  of an append) is cut back to the last whole record on open and before every append; the
+  cut bytes are kept in `<journal>.torn-<time>` and reported in one line. A corrupt record
+  followed by whole ones is a one-line error naming its line and how to recover.
+- **Whole appends.** A batch of records is one write and one fsync; a write that fails (a
+  full disk) is cut back, so the journal stays readable, and is reported in one line.
+
+Where `fcntl` does not exist (Windows) the locks are Optuna's own. I/O only, no model code.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import time
+from pathlib import Path
+
+from optuna.storages.journal import JournalFileBackend
+from optuna.storages.journal._file import BaseJournalFileLock
+
+from dse.errors import DseError
+
+try:  # POSIX
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+RUN_SUFFIX = ".run"
+
+
+class FlockLock(BaseJournalFileLock):
+    """An exclusive advisory lock on the journal file, held while appending; the kernel
+    releases it when its process ends, however it ends."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+def _whole_records(data: bytes) -> tuple[int, int, int | None]:
+    """(bytes of the leading whole, decodable records; their count; the 1-based line of a
+    bad record that whole records follow, or None when every bad byte is in the tail)."""
+    good_end, count, line = 0, 0, 0
+    pos = 0
+    bad_at: int | None = None
+    while pos < len(data):
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            break  # a torn last record: no newline
+        line += 1
+        ok = True
+        try:
+            json.loads(data[pos:nl])
+        except ValueError:
+            ok = False
+        if ok and bad_at is None:
+            good_end, count = nl + 1, count + 1
+        elif ok:  # a whole record after a bad one: the bad one is in the middle
+            return good_end, count, bad_at
+        elif bad_at is None:
+            bad_at = line
+        pos = nl + 1
+    return good_end, count, None
+
+
+def heal(path: Path, full: bool = True) -> str | None:
+    """Cut a torn or undecodable tail of the journal at `path` back to its last whole record
+    (the cut bytes kept beside it); a line saying what was done, or None when it was whole.
+    A bad record followed by whole ones: DseError naming its line and how to recover.
+    `full`: decode every record (on open); else only the last, when it looks whole."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    if not data or (not full and data.endswith(b"\n") and _last_line_decodes(data)):
+        return None
+    return _cut(path, data)
+
+
+def _last_line_decodes(data: bytes) -> bool:
+    start = data.rfind(b"\n", 0, len(data) - 1) + 1
+    try:
+        json.loads(data[start:-1])
+    except ValueError:
+        return False
+    return True
+
+
+def _cut(path: Path, data: bytes) -> str | None:
+    good_end, count, bad_line = _whole_records(data)
+    if bad_line is not None:
+        raise DseError(
+            f"{path}:{bad_line}: a corrupt journal record with whole records after it; keep "
+            f"the {bad_line - 1} records before it (head -n {bad_line - 1} {path} > "
+            f"{path.name}.fixed && mv {path.name}.fixed {path}) or move the file aside to "
+            "start the study over")
+    if good_end == len(data):
+        return None
+    tail = data[good_end:]
+    side = path.with_name(f"{path.name}.torn-{time.strftime('%Y%m%dT%H%M%S')}")
+    side.write_bytes(tail)
+    with open(path, "r+b") as f:
+        f.truncate(good_end)
+        f.flush()
+        os.fsync(f.fileno())
+    cut = tail.count(b"\n") + (0 if tail.endswith(b"\n") else 1)
+    return (f"{path}: cut a torn tail of {cut} record{'s' if cut != 1 else ''} "
+            f"({len(tail):,} bytes) after record {count:,}, kept in {side.name}; the "
+            f"{count:,} whole records stay")
+
+
+class Journal(JournalFileBackend):
+    """Optuna's journal file backend with kernel-released locks, healing and whole appends
+    (module docstring)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.notices: list[str] = []
+        lock = FlockLock(self.path) if fcntl else None
+        super().__init__(str(self.path), lock_obj=lock)
+        self._heal_locked()
+
+    def _heal_locked(self) -> None:
+        self._lock.acquire()
+        try:
+            note = heal(self.path)
+        finally:
+            self._lock.release()
+        if note:
+            self.notices.append(note)
+
+    def append_logs(self, logs: list[dict]) -> None:
+        text = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs)
+        self._lock.acquire()
+        try:
+            if not _ends_whole(self.path):  # a process died mid-append: never write onto it
+                note = heal(self.path, full=False)
+                if note:
+                    self.notices.append(note)
+            with open(self.path, "ab") as f:
+                size = f.tell()
+                try:
+                    f.write(text.encode("utf-8"))
+                    f.flush()
+                    os.fsync(f.fileno())
+                except OSError as e:
+                    _cut_back(self.path, size)
+                    why = "the disk is full" if e.errno == errno.ENOSPC else (
+                        e.strerror or str(e))
+                    raise DseError(f"{self.path}: cannot append {len(logs)} trial records "
+                                   f"({why}); the journal keeps every record before them"
+                                   ) from None
+        finally:
+            self._lock.release()
+
+
+def _ends_whole(path: Path) -> bool:
+    """Whether the journal is empty or ends with a newline (one byte read)."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() == 0:
+            return True
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
+def _cut_back(path: Path, size: int) -> None:
+    """Truncate `path` to `size` bytes after a failed append (best effort: a disk that
+    refuses even that leaves a torn tail, which the next open cuts)."""
+    try:
+        with open(path, "r+b") as f:
+            f.truncate(size)
+    except OSError:
+        pass
+
+
+class RunLock:
+    """Held by one command for its whole run on a journal: a second command on the same
+    journal is refused, naming the process that holds it. Released by the kernel when the
+    holder ends, however it ends."""
+
+    def __init__(self, journal: Path) -> None:
+        self.path = journal.with_name(journal.name + RUN_SUFFIX)
+        self._fd: int | None = None
+
+    def __enter__(self) -> RunLock:
+        if fcntl is None:  # pragma: no cover - Windows: no second-command check
+            return self
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise DseError(f"{self.path.parent}: another dse study is running on this journal "
+                           f"({holder}); wait for it to end, or give this run another --out "
+                           "(several processes on one study: --workers, or a shared "
+                           "--storage database)") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}"
+                  .encode(), 0)
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)

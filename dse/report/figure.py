@@ -17,6 +17,7 @@ import numpy as np
 
 from dse import units
 from dse.errors import DseError
+from dse.search import atomic
 
 IMAGE_FORMATS = ("png", "svg", "pdf")
 DPI = 150  # raster resolution of PNG output (dots per inch)
@@ -552,7 +553,8 @@ def save(fig: Any, path: Path, option: str = "--out") -> Path:
     """Write `fig` in the format of `path`'s extension and close it; returns the path."""
     fmt = image_format(path, option)
     try:
-        fig.savefig(path, format=fmt, dpi=DPI, bbox_inches="tight")
+        with atomic.replacing(path) as tmp:  # whole or not at all
+            fig.savefig(tmp, format=fmt, dpi=DPI, bbox_inches="tight")
     except OSError as e:
         raise DseError(f"{option} {path}: cannot write: {e.strerror or e}") from None
     finally:

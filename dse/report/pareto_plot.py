@@ -15,6 +15,7 @@ import pandas as pd
 
 from dse import units
 from dse.report.figure import Column, Scale, describe_column, plain_number
+from dse.search import atomic
 from dse.spec.vocabulary import generation_names
 
 if TYPE_CHECKING:
@@ -268,7 +269,8 @@ def draw_pareto(d: ParetoData, paths: list[Path]) -> None:
                   background=True)
     try:
         for p in paths:
-            fig.savefig(p, format=image_format(p), dpi=DPI)
+            with atomic.replacing(p) as tmp:  # whole or not at all
+                fig.savefig(tmp, format=image_format(p), dpi=DPI)
     finally:
         plt.close(fig)
 
@@ -444,7 +446,8 @@ def draw_parallel(d: ParallelData, paths: list[Path]) -> None:
     ax.set_title(d.title, fontsize=10.5)
     try:
         for p in paths:
-            fig.savefig(p, format=image_format(p), dpi=DPI)
+            with atomic.replacing(p) as tmp:  # whole or not at all
+                fig.savefig(tmp, format=image_format(p), dpi=DPI)
     finally:
         plt.close(fig)
 

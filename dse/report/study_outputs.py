@@ -22,7 +22,7 @@ from dse.report.study_summary import (
     summary_markdown,
 )
 from dse.report.verdict import verdict
-from dse.search import outputs, robustness
+from dse.search import atomic, outputs, robustness
 from dse.search.objective import baseline_of
 from dse.search.run import Options, Progress, open_storage, out_dir, storage_url
 from dse.search.space import Study
@@ -214,7 +214,7 @@ def _finish(study: Study, t: outputs.Tables, folder: Path, stored: optuna.Study 
                 sensitivity=_sensitivity(study, t, alternatives, band_of) if alternatives
                 else [], seed=resolved[0]["search"]["seed"])
     summary = folder / "summary.md"
-    summary.write_text(_summary(study, t, stored, f))
+    atomic.write_text(summary, _summary(study, t, stored, f))
     written.append(summary)
     written += outputs.write_resolved(*resolved, folder)
     told = console_lines(f, t.trials, t.pareto, t.references)

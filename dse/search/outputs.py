@@ -19,6 +19,7 @@ from optuna.trial import TrialState
 import dse
 from dse import units
 from dse.errors import DseError
+from dse.search import atomic
 from dse.search.objective import Outcome, evaluate_designs
 from dse.search.pareto import front_mask, hypervolume, reference_point
 from dse.search.run import SURPLUS
@@ -316,10 +317,14 @@ def write_tables(t: Tables, out: Path) -> list[Path]:
     written = [out / "trials.csv", out / "trials.parquet", out / "pareto.csv",
                out / "references.csv"]
     trials = _named(t.trials)
-    trials.to_csv(written[0], index=False)
-    trials.to_parquet(written[1], index=False)
-    _named(t.pareto).to_csv(written[2], index=False)
-    t.references.to_csv(written[3], index=False)
+    with atomic.replacing(written[0]) as tmp:  # each file whole or not at all
+        trials.to_csv(tmp, index=False)
+    with atomic.replacing(written[1]) as tmp:
+        trials.to_parquet(tmp, index=False)
+    with atomic.replacing(written[2]) as tmp:
+        _named(t.pareto).to_csv(tmp, index=False)
+    with atomic.replacing(written[3]) as tmp:
+        t.references.to_csv(tmp, index=False)
     return written
 
 
@@ -375,11 +380,11 @@ def write_resolved(study_doc: dict, record: dict, out: Path) -> list[Path]:
     head = (f"# The study as run by dse {record['dse_version']} (Optuna "
             f"{record['optuna_version']}) from {record['study_file']}; fingerprint "
             f"{record['fingerprint']}.\n# Reproduce: dse study {path.name} --out NEW_FOLDER\n")
-    path.write_text(head + yaml.safe_dump(study_doc, sort_keys=False, width=100))
+    atomic.write_text(path, head + yaml.safe_dump(study_doc, sort_keys=False, width=100))
     run = out / "run.json"
     # strict JSON like every command's (dse.report.jsonout, a layer above): the record holds
     # only text and the study's validated, finite numbers
-    run.write_text(json.dumps(record, indent=2, allow_nan=False) + "\n")
+    atomic.write_text(run, json.dumps(record, indent=2, allow_nan=False) + "\n")
     return [path, run]
 
 

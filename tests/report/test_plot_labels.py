@@ -268,7 +268,7 @@ def test_parallel_axes_in_units_with_objectives_and_a_consistent_colour(study_di
     assert lines.get_colors()[:, :3] == pytest.approx(expected[:, :3], abs=1e-6)
 
 
-def test_one_design_on_the_front_takes_its_colour_from_the_bar():
+def test_one_design_on_the_front_takes_its_colour_from_the_bar(tmp_path):
     """The colour bar once spanned a made-up range around a single design while its line
     took the colour map's lowest colour."""
     from dse.report import pareto_plot as pp
@@ -282,9 +282,13 @@ def test_one_design_on_the_front_takes_its_colour_from_the_bar():
 
     captured = []
     original = Figure.savefig
-    Figure.savefig = lambda self, *a, **k: captured.append(self)
+    def fake(self, fname, *a, **k):  # the figure, and an empty file for the rename
+        captured.append(self)
+        Path(fname).write_bytes(b"")
+
+    Figure.savefig = fake
     try:
-        pp.draw_parallel(d, [Path("unused.png")])
+        pp.draw_parallel(d, [tmp_path / "unused.png"])
     finally:
         Figure.savefig = original
         plt.close("all")

@@ -36,6 +36,7 @@ import typer
 from typer.core import TyperGroup
 
 from dse.errors import DseError, one_line
+from dse.search.urls import redact
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,8 +48,8 @@ BROKEN_PIPE = 141
 
 
 def err(text: str) -> None:
-    """Print one problem on stderr, on one line whatever it quotes."""
-    typer.echo(one_line(text), err=True)
+    """Print one problem on stderr, on one line whatever it quotes, no password shown."""
+    typer.echo(redact(one_line(text)), err=True)
 
 
 def user_errors(func: F) -> F:
@@ -60,7 +61,7 @@ def user_errors(func: F) -> F:
             return func(*args, **kwargs)
         except DseError as e:
             for line in e.lines():
-                typer.echo(line, err=True)
+                typer.echo(redact(line), err=True)  # a database URL's password never shows
             raise typer.Exit(e.exit_code) from None
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise

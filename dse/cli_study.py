@@ -101,7 +101,7 @@ def study(
                        f"machine, found {workers if workers < 10**30 else 'more'}; to use more "
                        "machines, run the command on each with a shared --storage")
     if storage is not None and in_memory_database(storage):
-        raise DseError(f"--storage {storage}: {IN_MEMORY}")
+        raise DseError(f"--storage {storage}: {IN_MEMORY}")  # sqlite: no password
     st = load_study(file)
     from dse.check import study_budgets
 

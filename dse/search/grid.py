@@ -13,6 +13,7 @@ from dse.errors import DseError
 from dse.search.objective import baseline_of
 from dse.search.outputs import CHUNK, evaluate_frame
 from dse.search.space import Study
+from dse.search.urls import redact
 
 
 def grid_axes(study: Study) -> list[np.ndarray]:
@@ -61,7 +62,7 @@ def store_grid(study: Study, frame: pd.DataFrame, url: str) -> int:
     if held == len(frame):  # the same grid, stored by an earlier run (same fingerprint)
         return held
     if held:
-        raise DseError(f"{url}: the study already holds {held:,} trials, not this grid's "
+        raise DseError(f"{redact(url)}: the study already holds {held:,} trials, not this grid's "
                        f"{len(frame):,}; use another --out")
     dists = study.distributions()
     goals = [f"objective.{g.name}" for g in study.goals]

@@ -24,6 +24,7 @@ from dse.search.objective import Outcome, evaluate_designs
 from dse.search.pareto import front_mask, hypervolume, reference_point
 from dse.search.run import SURPLUS
 from dse.search.space import THROUGHPUT_UNIT, Study, referenced
+from dse.search.urls import redact
 from dse.spec.vocabulary import generation_names
 
 CHUNK = 4096  # designs per vectorized evaluation (measured fastest per design: 4k-16k)
@@ -365,7 +366,7 @@ def run_record(study: Study, storage: str) -> dict:
     the study's fingerprint and storage, each objective's direction, unit and column."""
     return {"dse_version": dse.__version__, "optuna_version": optuna.__version__,
             "study": study.spec.name, "study_file": str(study.path.resolve()),
-            "fingerprint": study.fingerprint(), "storage": storage,
+            "fingerprint": study.fingerprint(), "storage": redact(storage),
             "objectives": {g.name: {"direction": g.spec.direction,
                                     "unit": objective_units(study)[f"objective.{g.name}"],
                                     "column": f"objective.{g.name}"} for g in study.goals},

@@ -34,6 +34,7 @@ from dse.errors import DseError
 from dse.search.journal import Journal
 from dse.search.objective import Outcome, baseline_of, evaluate_designs
 from dse.search.space import Study
+from dse.search.urls import redact
 
 JOURNAL = "study.journal"
 FINGERPRINT = "dse_fingerprint"
@@ -98,11 +99,12 @@ def open_storage(url: str, heartbeat: bool = False) -> optuna.storages.BaseStora
                 url, heartbeat_interval=HEARTBEAT_S if heartbeat else None,
                 grace_period=GRACE_S if heartbeat else None)
         except ImportError:
-            raise DseError(f"--storage {url}: no driver for this database is installed; for "
-                           "PostgreSQL: pip install 'dse[postgres]'") from None
+            raise DseError(f"--storage {redact(url)}: no driver for this database is installed; "
+                           "for PostgreSQL: pip install 'dse[postgres]'") from None
         except Exception as e:  # server down, bad URL
-            raise DseError(f"--storage {url}: cannot open the database ({type(e).__name__}: "
-                           f"{str(e).splitlines()[0] if str(e) else 'no detail'})") from None
+            detail = redact(str(e).splitlines()[0]) if str(e) else "no detail"
+            raise DseError(f"--storage {redact(url)}: cannot open the database "
+                           f"({type(e).__name__}: {detail})") from None
     path = Path(url)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -164,8 +166,8 @@ def open_study(study: Study, storage: optuna.storages.BaseStorage, url: str
             stored.set_user_attr("dse_study_file", str(study.path))
     found = stored.user_attrs.get(FINGERPRINT)
     if found is not None and found != study.fingerprint():
-        raise DseError(f"{study.path}: the study '{name}' stored in {url} was run from a "
-                       "different study file (its parameters, workloads, objectives or "
+        raise DseError(f"{study.path}: the study '{name}' stored in {redact(url)} was run from "
+                       "a different study file (its parameters, workloads, objectives or "
                        "constraints changed); refusing to mix the two: use another --out "
                        "(or --storage), or delete the stored run")
     if [d.name.lower() for d in stored.directions] != study.directions:

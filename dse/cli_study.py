@@ -72,6 +72,10 @@ def study(
         "--alternatives/--no-alternatives",
         help="Also run the study file's alternatives (each its own study, outputs in "
              "<out>/alternatives/<name>/) and compare them in summary.md.")] = True,
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite",
+        help="Write into an output folder that holds another study's outputs (they are "
+             "replaced; its stored trials stay in the journal).")] = False,
 ) -> None:
     """Search designs derived from the study's base chip for its objectives under its
     constraints, then write trials.csv / trials.parquet, pareto.csv, pareto.png/svg/pdf,
@@ -117,6 +121,8 @@ def study(
     if folder.exists() and not folder.is_dir():
         raise DseError(f"--out {folder}: exists and is not a folder")
     with _one_command(st, opts):  # a second command on this journal is refused
+        if not overwrite:
+            _one_study_per_folder(folder, st.spec.name)
         if name == "grid":
             from dse.report.study_outputs import write_grid
 
@@ -176,6 +182,20 @@ def _one_command(st, opts):
     finally:
         if main:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _one_study_per_folder(folder: Path, name: str) -> None:
+    """Refuse an output folder whose outputs are another study's (its run.json names it):
+    the two would overwrite each other's tables and summary."""
+    import json
+
+    try:
+        held = json.loads((folder / "run.json").read_text()).get("study")
+    except (OSError, ValueError, AttributeError):
+        return  # no outputs yet (or not ours to read): nothing to overwrite
+    if isinstance(held, str) and held != name:
+        raise DseError(f"--out {folder}: holds the outputs of study '{held}', not '{name}'; "
+                       "give this study its own --out, or --overwrite to replace them")
 
 
 def _interrupt(signum, frame) -> None:

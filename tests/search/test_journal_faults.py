@@ -177,3 +177,21 @@ def test_sigterm_ends_a_run_as_ctrl_c_does(study: Path):
              "--no-alternatives", cwd=study)
     assert r.returncode == 0, r.stderr
     assert _complete(study / "o") == n + 20
+
+
+def test_a_folder_holds_one_study_unless_asked(study: Path):
+    r = _dse("study", "s.yaml", "--trials", "20", "--out", "o", "-q", "--no-alternatives",
+             cwd=study)
+    assert r.returncode == 0, r.stderr
+    (study / "t.yaml").write_text(STUDY.replace("name: faults", "name: other"))
+    before = (study / "o" / "trials.csv").read_bytes()
+    r = _dse("study", "t.yaml", "--trials", "20", "--out", "o", "-q", "--no-alternatives",
+             cwd=study)
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "--out o: holds the outputs of study 'faults', not 'other'; give this study its own "
+        "--out, or --overwrite to replace them")
+    assert (study / "o" / "trials.csv").read_bytes() == before  # nothing overwritten
+    r = _dse("study", "t.yaml", "--trials", "20", "--out", "o", "-q", "--no-alternatives",
+             "--overwrite", cwd=study)
+    assert r.returncode == 0, r.stderr
+    assert '"study": "other"' in (study / "o" / "run.json").read_text()

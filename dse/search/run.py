@@ -31,6 +31,7 @@ import optuna
 from optuna.trial import TrialState
 
 from dse.errors import DseError
+from dse.search import database
 from dse.search.journal import Journal
 from dse.search.objective import Outcome, baseline_of, evaluate_designs
 from dse.search.space import Study
@@ -43,7 +44,7 @@ REASON = "reason"  # user attr of an infeasible trial: why
 FEASIBLE = "feasible"  # user attr of every trial: the study's verdict
 # Database storages: a worker records a heartbeat per batch; a RUNNING trial without one for
 # GRACE_S seconds belongs to a killed worker and is failed (and its slot freed).
-HEARTBEAT_S, GRACE_S = 10, 60
+HEARTBEAT_S, GRACE_S = database.HEARTBEAT_S, database.GRACE_S
 LIVE = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
 
 
@@ -86,6 +87,25 @@ def storage_url(study: Study, opts: Options) -> str:
     return opts.storage or study.spec.storage or str(out_dir(study, opts) / JOURNAL)
 
 
+def _rdb(url: str, heartbeat: bool) -> optuna.storages.RDBStorage:
+    """The database storage (dse.search.database.Storage), its schema made once: a command
+    that races another to create it on a fresh database opens it again. (A server lost
+    later, mid-run, is waited for by the workers: dse.search.database.retrying.)"""
+    def make() -> optuna.storages.RDBStorage:
+        return database.Storage(
+            url, heartbeat_interval=database.HEARTBEAT_S if heartbeat else None,
+            grace_period=max(1, round(database.GRACE_S)) if heartbeat else None)
+
+    for attempt in range(5):
+        try:
+            return make()  # a server that is down at the start is an error at once
+        except Exception as e:
+            if not database.schema_race(e) or attempt == 4:
+                raise
+            time.sleep(0.2 * (attempt + 1))  # the other command is creating the tables
+    raise AssertionError("unreachable")
+
+
 def open_storage(url: str, heartbeat: bool = False) -> optuna.storages.BaseStorage:
     """A journal file (a path) or a database (a URL with ://)."""
     if "://" in url:
@@ -95,9 +115,7 @@ def open_storage(url: str, heartbeat: bool = False) -> optuna.storages.BaseStora
             warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be "
                                     "used with Study.optimize", category=UserWarning)
         try:
-            return optuna.storages.RDBStorage(
-                url, heartbeat_interval=HEARTBEAT_S if heartbeat else None,
-                grace_period=GRACE_S if heartbeat else None)
+            return _rdb(url, heartbeat)
         except ImportError:
             raise DseError(f"--storage {redact(url)}: no driver for this database is installed; "
                            "for PostgreSQL: pip install 'dse[postgres]'") from None
@@ -392,24 +410,52 @@ def _worker(path: Path, opts: Options, url: str, index: int,
     baseline = baseline_of(study)
     dists = study.distributions()
     heartbeat = isinstance(storage, optuna.storages.RDBStorage)
+    waited, patience = 0.0, 3 * database.GRACE_S + 30
     while True:
+        state = database.retrying(f"worker {index}", lambda: _step(
+            st, storage, study, dists, batch, target, baseline, heartbeat))
+        if state == "done":
+            return
+        if state == "ran":
+            waited = 0.0
+            continue
+        # every slot is taken but not every trial complete: other workers' batches in flight,
+        # or a dead worker's trials until their grace ends and they are failed
+        if waited >= patience:
+            print(f"warning: worker {index} stops short: {count(st):,} of {target:,} trials "
+                  f"complete, the rest held by trials still RUNNING after {waited:.0f} s "
+                  "(a worker that died without a heartbeat on a journal?); run the command "
+                  "again to finish them", file=sys.stderr)
+            return
+        time.sleep(1.0)
+        waited += 1.0
+
+
+def _step(st: optuna.Study, storage, study: Study, dists, batch: int, target: int,
+          baseline, heartbeat: bool) -> str:
+    """One batch of a worker: 'done' (the budget is complete), 'wait' (every slot is taken
+    by live trials) or 'ran' (a batch asked, evaluated and told). Each trial asked gets its
+    heartbeat at once, so a worker killed mid-batch leaves trials the others can fail."""
+    if heartbeat:
+        optuna.storages.fail_stale_trials(st)
+    if count(st) >= target:
+        return "done"
+    if count(st, LIVE) >= target:
+        return "wait"
+    asked = []
+    for _ in range(batch):
+        t = st.ask(dists)
         if heartbeat:
-            optuna.storages.fail_stale_trials(st)
-        if count(st, LIVE) >= target:
-            return
-        asked = [st.ask(dists) for _ in range(batch)]
-        live = sorted(t.number for t in st.get_trials(deepcopy=False, states=LIVE))
-        keep, surplus = [], []
-        for t in asked:
-            (keep if np.searchsorted(live, t.number) < target else surplus).append(t)
-        for t in surplus:
-            t.set_user_attr(SURPLUS, True)
-            st.tell(t, state=TrialState.FAIL)
-        if keep:
-            if heartbeat:
-                for t in keep:
-                    storage.record_heartbeat(t._trial_id)
-            outcome = evaluate_designs(study, study.designs(params_of(study, keep)), baseline)
-            tell_batch(st, study, keep, outcome)
-        if surplus:
-            return
+            storage.record_heartbeat(t._trial_id)
+        asked.append(t)
+    live = sorted(t.number for t in st.get_trials(deepcopy=False, states=LIVE))
+    keep, surplus = [], []
+    for t in asked:
+        (keep if np.searchsorted(live, t.number) < target else surplus).append(t)
+    for t in surplus:
+        t.set_user_attr(SURPLUS, True)
+        st.tell(t, state=TrialState.FAIL)
+    if keep:
+        outcome = evaluate_designs(study, study.designs(params_of(study, keep)), baseline)
+        tell_batch(st, study, keep, outcome)
+    return "ran"

@@ -1,0 +1,101 @@
+"""A study on PostgreSQL loses no slot (dse.search.database): trials a dead worker left
+RUNNING, with a heartbeat or without one, are failed after the grace period and run again,
+so the budget is reached exactly; several commands started together on a fresh database all
+finish. DSE_HEARTBEAT_GRACE shortens the grace to 2 s here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+ROOT = Path(__file__).resolve().parents[2]
+STUDY = """\
+name: {name}
+source: test
+base: h100-sxm
+parameters:
+  compute.units: {{low: 96, high: 144, step: 4}}
+  memory.HBM3.stacks: {{low: 4, high: 6}}
+workloads:
+  decode: {{workload: llama2-7b, scenario: chat-decode, batch: 16}}
+objectives:
+  t: {{maximize: throughput}}
+search: {{trials: 60, batch: 10, seed: 0}}
+"""
+ENV = {**os.environ, "DSE_HEARTBEAT_GRACE": "2"}
+
+
+def _write(tmp_path: Path) -> tuple[Path, str]:
+    name = f"db-{uuid.uuid4().hex[:8]}"
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(STUDY.format(name=name))
+    return path, name
+
+
+def _dse(*args: str, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "dse", *args], cwd=cwd, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _states(url: str, name: str) -> dict[str, int]:
+    st = optuna.load_study(study_name=name, storage=url)
+    out: dict[str, int] = {}
+    for t in st.get_trials(deepcopy=False):
+        out[t.state.name] = out.get(t.state.name, 0) + 1
+    done = [t.number for t in st.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+    assert len(set(done)) == len(done)
+    return out
+
+
+@pytest.mark.parametrize("with_heartbeat", [False, True])
+def test_a_dead_workers_trials_are_failed_and_run_again(tmp_path: Path, postgres_url: str,
+                                                        with_heartbeat: bool):
+    path, name = _write(tmp_path)
+    first = _dse("study", str(path), "--storage", postgres_url, "--trials", "20", "-q",
+                 "--out", str(tmp_path / "o"), cwd=tmp_path)
+    assert first.wait(120) == 0, first.stderr.read()
+    # a worker that asked 5 trials and died: with a heartbeat each, or killed before one
+    storage = optuna.storages.RDBStorage(postgres_url, heartbeat_interval=10 if with_heartbeat
+                                         else None)
+    st = optuna.load_study(study_name=name, storage=storage)
+    for _ in range(5):
+        t = st.ask({"compute.units": optuna.distributions.IntDistribution(96, 144, step=4)})
+        if with_heartbeat:
+            storage.record_heartbeat(t._trial_id)
+    assert _states(postgres_url, name)["RUNNING"] == 5
+    started = time.monotonic()
+    run = _dse("study", str(path), "--storage", postgres_url, "--trials", "60", "-q",
+               "--workers", "2", "--out", str(tmp_path / "o"), cwd=tmp_path)
+    assert run.wait(180) == 0, run.stderr.read()
+    states = _states(postgres_url, name)
+    assert states["COMPLETE"] == 60 and "RUNNING" not in states, states
+    assert states.get("FAIL", 0) >= 5  # the dead worker's, failed after the grace
+    assert time.monotonic() - started < 120
+
+
+def test_commands_started_together_on_a_fresh_database_all_finish(tmp_path: Path,
+                                                                  postgres_url: str):
+    import sqlalchemy
+
+    fresh = f"fresh_{uuid.uuid4().hex[:8]}"
+    engine = sqlalchemy.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as c:
+        c.execute(sqlalchemy.text(f"CREATE DATABASE {fresh}"))
+    engine.dispose()
+    url = postgres_url.rsplit("/", 1)[0] + f"/{fresh}"
+    path, name = _write(tmp_path)
+    procs = [_dse("study", str(path), "--storage", url, "--trials", "60", "-q", "--out",
+                  str(tmp_path / f"o{i}"), "--no-alternatives", cwd=tmp_path)
+             for i in range(3)]
+    errors = [(p.wait(180), p.stderr.read()) for p in procs]
+    assert all(rc == 0 for rc, _ in errors), errors
+    states = _states(url, name)
+    assert states["COMPLETE"] == 60 and "RUNNING" not in states, states

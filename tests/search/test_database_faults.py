@@ -99,3 +99,30 @@ def test_commands_started_together_on_a_fresh_database_all_finish(tmp_path: Path
     assert all(rc == 0 for rc, _ in errors), errors
     states = _states(url, name)
     assert states["COMPLETE"] == 60 and "RUNNING" not in states, states
+
+
+def test_a_lost_server_is_retried_with_backoff_and_other_errors_are_not(monkeypatch, capsys):
+    import sqlalchemy.exc
+
+    from dse.search import database
+
+    slept: list[float] = []
+    monkeypatch.setattr(database.time, "sleep", slept.append)
+    calls = iter([sqlalchemy.exc.OperationalError("SELECT", {}, Exception("restarting")),
+                  optuna.exceptions.StorageInternalError("lost"), "ok"])
+
+    def flaky():
+        v = next(calls)
+        if isinstance(v, Exception):
+            raise v
+        return v
+
+    assert database.retrying("worker 0", flaky, budget_s=60) == "ok"
+    assert slept == [1.0, 2.0]
+    assert capsys.readouterr().err.count("the database is unreachable") == 2
+    with pytest.raises(ValueError):
+        database.retrying("worker 0", lambda: (_ for _ in ()).throw(ValueError("a bug")))
+    down = sqlalchemy.exc.OperationalError("SELECT", {}, Exception("down"))
+    with pytest.raises(sqlalchemy.exc.OperationalError):
+        database.retrying("worker 0", lambda: (_ for _ in ()).throw(down), budget_s=5)
+    assert sum(slept[2:]) >= 5  # waited its budget, then gave up with the error

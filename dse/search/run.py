@@ -229,13 +229,18 @@ def tell_batch(target: optuna.Study, study: Study, asked: list[optuna.Trial],
     told = outcome.told(study.directions)
     cols = attr_columns(outcome.columns)
     for i, trial in enumerate(asked):
-        for name, v in outcome.constraints.items():
-            trial.set_constraint(name, float(v[i]))
-        attrs = trial_attrs({c: outcome.columns[c][i] for c in cols},
-                            outcome.feasible[i], outcome.reason[i])
-        for key, value in attrs.items():
-            trial.set_user_attr(key, value)
-        target.tell(trial, told[i].tolist())
+        try:
+            for name, v in outcome.constraints.items():
+                trial.set_constraint(name, float(v[i]))
+            attrs = trial_attrs({c: outcome.columns[c][i] for c in cols},
+                                outcome.feasible[i], outcome.reason[i])
+            for key, value in attrs.items():
+                trial.set_user_attr(key, value)
+            target.tell(trial, told[i].tolist())
+        except optuna.exceptions.UpdateFinishedTrialError:
+            # another worker failed it as stale while this one evaluated it (its heartbeat
+            # lapsed: a database restart, a batch longer than the grace); its slot runs again
+            continue
 
 
 def _front(values: np.ndarray, directions: list[str]) -> np.ndarray:
@@ -352,9 +357,13 @@ def _run_workers(study: Study, opts: Options, url: str, workers: int,
         try:
             while any(p.is_alive() for p in procs):
                 time.sleep(0.5)
-                prog.new = count(stored) - prog.done
-                if report:
-                    report(_progress(stored, study, prog))
+                try:  # progress only: a database restarting is waited for by the workers
+                    prog.new = count(stored) - prog.done
+                    if report:
+                        report(_progress(stored, study, prog))
+                except Exception as e:
+                    if not database.transient(e):
+                        raise
         except KeyboardInterrupt:
             for p in procs:
                 p.terminate()
@@ -367,10 +376,10 @@ def _run_workers(study: Study, opts: Options, url: str, workers: int,
         if bad:
             raise DseError(f"{len(bad)} of {workers} workers failed (exit codes "
                            f"{', '.join(map(str, bad))}); the finished trials are kept")
-    done = count(stored)
+    done = database.retrying("the run", lambda: count(stored))
     prog.new = done - prog.done
     prog.done = done
-    out = _progress(stored, study, prog)
+    out = database.retrying("the run", lambda: _progress(stored, study, prog))
     if report:
         report(out)
     del target

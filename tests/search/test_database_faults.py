@@ -126,3 +126,21 @@ def test_a_lost_server_is_retried_with_backoff_and_other_errors_are_not(monkeypa
     with pytest.raises(sqlalchemy.exc.OperationalError):
         database.retrying("worker 0", lambda: (_ for _ in ()).throw(down), budget_s=5)
     assert sum(slept[2:]) >= 5  # waited its budget, then gave up with the error
+
+
+
+def test_a_trial_failed_as_stale_while_evaluated_is_skipped_when_told():
+    """A worker whose heartbeat lapsed (a restart, a batch longer than the grace) finds its
+    trial failed by another worker: telling the batch skips it, the others complete (it
+    crashed the worker with UpdateFinishedTrialError)."""
+    from dse.search.objective import evaluate_designs
+    from dse.search.run import params_of, tell_batch
+    from dse.search.space import load_study
+
+    study = load_study(ROOT / "studies" / "middle-ground.yaml")
+    st = optuna.create_study(directions=study.directions)
+    asked = [st.ask(study.distributions()) for _ in range(3)]
+    outcome = evaluate_designs(study, study.designs(params_of(study, asked)))
+    st._storage.set_trial_state_values(asked[1]._trial_id, TrialState.FAIL)
+    tell_batch(st, study, asked, outcome)
+    assert [t.state.name for t in st.get_trials()] == ["COMPLETE", "FAIL", "COMPLETE"]

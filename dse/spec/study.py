@@ -8,7 +8,7 @@ resolved (dse.search.space), with the same file:line:col messages. No I/O.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
@@ -161,14 +161,20 @@ class Constraints(Spec):
 
     @model_validator(mode="after")
     def _one_budget(self) -> Constraints:
-        if self.area is not None and self.area_of is not None:
-            raise ValueError("give the area budget once: area (a quantity) or area_of (a chip)")
-        if self.cost is not None and self.cost_of is not None:
-            raise ValueError("give the cost budget once: cost (a quantity) or cost_of (a chip)")
-        if self.system_cost is not None and self.system_cost_of is not None:
-            raise ValueError("give the system cost budget once: system_cost (a quantity) or "
-                             "system_cost_of (a chip)")
+        _one_of_each_budget(self)
         return self
+
+
+def _one_of_each_budget(c: Any) -> None:
+    """A budget given once: as a quantity (area, cost, system_cost) or as a chip whose
+    modelled figure it is (area_of ...), not both (Constraints and an alternative's
+    ConstraintChange alike)."""
+    for what, own, chip in (("area", c.area, c.area_of), ("cost", c.cost, c.cost_of),
+                            ("system cost", c.system_cost, c.system_cost_of)):
+        if own is not None and chip is not None:
+            key = what.replace(" ", "_")
+            raise ValueError(f"give the {what} budget once: {key} (a quantity) or {key}_of "
+                             "(a chip)")
 
 
 class Search(Spec):
@@ -222,13 +228,7 @@ class ConstraintChange(Spec):
 
     @model_validator(mode="after")
     def _one_budget(self) -> ConstraintChange:
-        if self.area is not None and self.area_of is not None:
-            raise ValueError("give the area budget once: area (a quantity) or area_of (a chip)")
-        if self.cost is not None and self.cost_of is not None:
-            raise ValueError("give the cost budget once: cost (a quantity) or cost_of (a chip)")
-        if self.system_cost is not None and self.system_cost_of is not None:
-            raise ValueError("give the system cost budget once: system_cost (a quantity) or "
-                             "system_cost_of (a chip)")
+        _one_of_each_budget(self)
         return self
 
 

@@ -208,9 +208,7 @@ def verdict(facts: Facts, trials: pd.DataFrame, front: pd.DataFrame,
     for para in _region_paragraphs(facts):
         out += [para, ""]
     if len(facts.sensitivity) > 1:
-        column = facts.objectives[[f"best {c.removeprefix('objective.')}" in why
-                                   or c.removeprefix("objective.") in why
-                                   for c in facts.objectives].index(True)]
+        column = facts.objectives[0]  # best_rows puts the first objective's best first
         name = column.removeprefix("objective.")
         out += [f"**Which assumptions it rests on.** The study run again under each "
                 f"alternative assumption of its file (its own search; section Sensitivity), "

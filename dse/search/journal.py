@@ -18,10 +18,12 @@ Where `fcntl` does not exist (Windows) the locks are Optuna's own. I/O only, no 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from optuna.storages.journal import JournalFileBackend
@@ -141,6 +143,7 @@ class Journal(JournalFileBackend):
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.notices: list[str] = []
+        self._pending: list[dict] | None = None  # records held by `batch()`
         lock = FlockLock(self.path) if fcntl else None
         super().__init__(str(self.path), lock_obj=lock)
         self._heal_locked()
@@ -154,7 +157,28 @@ class Journal(JournalFileBackend):
         if note:
             self.notices.append(note)
 
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Hold every record appended in the block and write them as one append (one
+        write, one fsync) when it ends; an exception in the block writes none of them.
+        Optuna's storage reads them back at its next read, so it must not need a record
+        of the block before the block ends (adding finished trials does not)."""
+        if self._pending is not None:  # nested: the outer block writes
+            yield
+            return
+        self._pending = []
+        try:
+            yield
+            logs = self._pending
+        finally:
+            self._pending = None
+        if logs:
+            self.append_logs(logs)
+
     def append_logs(self, logs: list[dict]) -> None:
+        if self._pending is not None:
+            self._pending.extend(logs)
+            return
         text = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs)
         self._lock.acquire()
         try:
@@ -233,3 +257,16 @@ class RunLock:
             fd, self._fd = self._fd, None
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+
+def batch(storage: object) -> contextlib.AbstractContextManager[None]:
+    """`Journal.batch` of a journal storage's backend; for any other storage, nothing."""
+    backend = getattr(storage, "_backend", None)
+    if not isinstance(backend, Journal):
+        return contextlib.nullcontext()
+    # Optuna's create_new_trial returns the id of the last trial this process created, read
+    # back from the file; inside a batch none is read back yet (Study.add_trial ignores it)
+    replay = getattr(storage, "_replay_result", None)
+    if replay is not None and not hasattr(replay, "_last_created_trial_id_by_this_process"):
+        replay._last_created_trial_id_by_this_process = -1
+    return backend.batch()

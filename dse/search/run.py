@@ -31,7 +31,7 @@ import optuna
 from optuna.trial import TrialState
 
 from dse.errors import DseError
-from dse.search import database
+from dse.search import database, journal
 from dse.search.journal import Journal
 from dse.search.objective import Outcome, baseline_of, evaluate_designs
 from dse.search.space import Study
@@ -293,7 +293,7 @@ def run(study: Study, opts: Options, report: Callable[[Progress], None] | None =
             outcome = evaluator(study, study.designs(params), baseline)
             tell_batch(mem, study, asked, outcome)
             finished = mem.get_trials(deepcopy=False)[-k:]
-            with _no_interrupt():  # a Ctrl-C here would leave the journal's lock half-made
+            with _no_interrupt(), journal.batch(storage):  # one append per batch, whole
                 stored.add_trials(finished)
             prog.done += k
             prog.new += k

@@ -195,3 +195,24 @@ def test_a_folder_holds_one_study_unless_asked(study: Path):
              "--overwrite", cwd=study)
     assert r.returncode == 0, r.stderr
     assert '"study": "other"' in (study / "o" / "run.json").read_text()
+
+
+def test_a_batch_of_trials_is_one_append_and_one_fsync(study: Path, monkeypatch):
+    """A one-process run writes each told batch as one append (one fsync), not one per
+    trial: 200 trials in batches of 20 are 10 appends of trials, whatever the study's own
+    records cost."""
+    from dse.search import run as runner
+    from dse.search.space import load_study
+
+    calls: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(journal.os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
+    st = load_study(study / "s.yaml")
+    runner.run(st, runner.Options(out=study / "out", trials=20))
+    setup = len(calls)  # the study's creation and attributes, and one batch
+    calls.clear()
+    prog = runner.run(st, runner.Options(out=study / "out", trials=200))
+    assert prog.new == 180
+    assert len(calls) == 9, len(calls)
+    assert setup <= 10
+    assert _complete(study / "out") == 200

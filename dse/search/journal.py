@@ -26,8 +26,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.storages.journal._file import BaseJournalFileLock
+from optuna.trial import FrozenTrial, TrialState
 
 from dse.errors import DseError
 
@@ -46,8 +48,12 @@ class FlockLock(BaseJournalFileLock):
     def __init__(self, path: Path) -> None:
         self._path = path
         self._fd: int | None = None
+        self._depth = 0  # re-entrant: a commit holds it across its read and its append
 
     def acquire(self) -> bool:
+        if self._fd is not None:
+            self._depth += 1
+            return True
         fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -58,6 +64,9 @@ class FlockLock(BaseJournalFileLock):
         return True
 
     def release(self) -> None:
+        if self._depth:
+            self._depth -= 1
+            return
         if self._fd is not None:
             fd, self._fd = self._fd, None
             fcntl.flock(fd, fcntl.LOCK_UN)
@@ -156,6 +165,15 @@ class Journal(JournalFileBackend):
             self._lock.release()
         if note:
             self.notices.append(note)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the journal's lock for a read and the append that depends on it."""
+        self._lock.acquire()
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -270,3 +288,37 @@ def batch(storage: object) -> contextlib.AbstractContextManager[None]:
     if replay is not None and not hasattr(replay, "_last_created_trial_id_by_this_process"):
         replay._last_created_trial_id_by_this_process = -1
     return backend.batch()
+
+
+class Shared:
+    """A journal as workers share it (dse.search.workers): commits are appends under the
+    journal's lock, reads are Optuna's incremental replay of the records appended since."""
+
+    def __init__(self, storage: JournalStorage, study_id: int) -> None:
+        if not isinstance(storage._backend, Journal):
+            raise TypeError("a dse Journal backend is needed")
+        self.storage, self.study_id = storage, study_id
+        self.backend: Journal = storage._backend
+        self._read = 0  # trials of the study seen by read_new
+
+    def _trials(self) -> list[FrozenTrial]:
+        return self.storage.get_all_trials(self.study_id, deepcopy=False)
+
+    def read_new(self) -> list[FrozenTrial]:
+        trials = self._trials()
+        new, self._read = trials[self._read:], len(trials)
+        return [t for t in new if t.state == TrialState.COMPLETE]
+
+    def complete(self) -> int:
+        return sum(t.state == TrialState.COMPLETE for t in self._trials())
+
+    def commit(self, trials: list[FrozenTrial], target: int, token: str,
+               retried: bool = False) -> tuple[int, int]:
+        del token, retried  # an append is not retried: it is whole or cut back (append_logs)
+        with self.backend.locked():
+            done = self.complete()
+            keep = trials[:max(target - done, 0)]
+            with batch(self.storage):
+                for t in keep:
+                    self.storage.create_new_trial(self.study_id, template_trial=t)
+        return len(keep), done + len(keep)

@@ -5,15 +5,15 @@ One process (the default): the sampler works on an in-memory copy of the study, 
 from the storage at start; each batch is asked, evaluated in one vectorized call per
 workload, told, and then appended to the storage as finished trials (`add_trials`), so a
 kill loses at most the batch in flight and a re-run completes the rest. Workers (`workers`
-> 1, or a database URL): every process asks and tells through the shared storage, Optuna's
-own distributed mode; a trial runs only if fewer than `trials` live trials come before it in
-the storage's numbering, so workers together complete exactly the requested number.
+> 1, or a database URL): each process does the same on its own in-memory copy and commits
+each finished batch to the shared storage under its lock, within the budget, reading the
+others' trials once per batch (dse.search.workers), so workers together complete exactly
+the requested number.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import multiprocessing as mp
 import signal
@@ -39,13 +39,9 @@ from dse.search.urls import redact
 
 JOURNAL = "study.journal"
 FINGERPRINT = "dse_fingerprint"
-SURPLUS = "dse_surplus"  # user attr of a trial asked past the budget by a worker (FAIL)
+SURPLUS = "dse_surplus"  # user attr of a FAIL trial past the budget (stores of dse < 0.2)
 REASON = "reason"  # user attr of an infeasible trial: why
 FEASIBLE = "feasible"  # user attr of every trial: the study's verdict
-# Database storages: a worker records a heartbeat per batch; a RUNNING trial without one for
-# GRACE_S seconds belongs to a killed worker and is failed (and its slot freed).
-HEARTBEAT_S, GRACE_S = database.HEARTBEAT_S, database.GRACE_S
-LIVE = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
 
 
 @dataclass
@@ -87,18 +83,13 @@ def storage_url(study: Study, opts: Options) -> str:
     return opts.storage or study.spec.storage or str(out_dir(study, opts) / JOURNAL)
 
 
-def _rdb(url: str, heartbeat: bool) -> optuna.storages.RDBStorage:
-    """The database storage (dse.search.database.Storage), its schema made once: a command
-    that races another to create it on a fresh database opens it again. (A server lost
-    later, mid-run, is waited for by the workers: dse.search.database.retrying.)"""
-    def make() -> optuna.storages.RDBStorage:
-        return database.Storage(
-            url, heartbeat_interval=database.HEARTBEAT_S if heartbeat else None,
-            grace_period=max(1, round(database.GRACE_S)) if heartbeat else None)
-
+def _rdb(url: str) -> optuna.storages.RDBStorage:
+    """The database storage, its schema made once: a command that races another to create
+    it on a fresh database opens it again. (A server lost later, mid-run, is waited for by
+    the workers: dse.search.database.retrying.)"""
     for attempt in range(5):
         try:
-            return make()  # a server that is down at the start is an error at once
+            return optuna.storages.RDBStorage(url)  # a server down at the start: an error
         except Exception as e:
             if not database.schema_race(e) or attempt == 4:
                 raise
@@ -106,16 +97,11 @@ def _rdb(url: str, heartbeat: bool) -> optuna.storages.RDBStorage:
     raise AssertionError("unreachable")
 
 
-def open_storage(url: str, heartbeat: bool = False) -> optuna.storages.BaseStorage:
+def open_storage(url: str) -> optuna.storages.BaseStorage:
     """A journal file (a path) or a database (a URL with ://)."""
     if "://" in url:
-        if heartbeat:  # the workers record each batch's heartbeats themselves (ask and tell,
-            # not Study.optimize), so Optuna's warning that heartbeats are for optimize() is
-            # about a use dse does not make: it would only print two lines on stderr
-            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be "
-                                    "used with Study.optimize", category=UserWarning)
         try:
-            return _rdb(url, heartbeat)
+            return _rdb(url)
         except ImportError:
             raise DseError(f"--storage {redact(url)}: no driver for this database is installed; "
                            "for PostgreSQL: pip install 'dse[postgres]'") from None
@@ -337,20 +323,26 @@ def _fail_running(st: optuna.Study) -> None:
 
 def _run_workers(study: Study, opts: Options, url: str, workers: int,
                  report: Callable[[Progress], None] | None) -> Progress:
-    storage = open_storage(url, heartbeat=True)
-    stored = open_study(study, storage, url)
+    """Run `workers` processes (dse.search.workers) on the shared storage until it holds the
+    requested COMPLETE trials; one worker on a database runs in this process."""
+    from dse.search import workers as pool
+
+    storage = open_storage(url)
+    stored = open_study(study, storage, url)  # the study (and a database's schema) made once
     if "://" not in url:
         _fail_running(stored)
-    else:
-        optuna.storages.fail_stale_trials(stored)
+    share = pool.shared(storage, stored._study_id)
     target = opts.trials or study.spec.search.trials
-    prog = Progress(done=count(stored))
+    prog = Progress(done=database.retrying("the run", share.complete))
+    before = prog.done
+    spec = pool.Spec(study.path, study.alternative, url, opts.trials, opts.batch, opts.seed,
+                     opts.sampler)
+    bad: list[int] = []
     if workers == 1:
-        _worker(study.path, opts, url, 0, study.alternative)
+        pool.work(spec, 0, report=lambda done: _polled(prog, before, done, report))
     else:
         ctx = mp.get_context("spawn")
-        procs = [ctx.Process(target=_worker, args=(study.path, opts, url, i, study.alternative),
-                             daemon=False)
+        procs = [ctx.Process(target=pool.run_worker, args=(spec, i), daemon=False)
                  for i in range(workers)]
         for p in procs:
             p.start()
@@ -358,9 +350,7 @@ def _run_workers(study: Study, opts: Options, url: str, workers: int,
             while any(p.is_alive() for p in procs):
                 time.sleep(0.5)
                 try:  # progress only: a database restarting is waited for by the workers
-                    prog.new = count(stored) - prog.done
-                    if report:
-                        report(_progress(stored, study, prog))
+                    _polled(prog, before, share.complete(), report)
                 except Exception as e:
                     if not database.transient(e):
                         raise
@@ -373,17 +363,30 @@ def _run_workers(study: Study, opts: Options, url: str, workers: int,
         for p in procs:
             p.join()
         bad = [p.exitcode for p in procs if p.exitcode]
-        if bad:
-            raise DseError(f"{len(bad)} of {workers} workers failed (exit codes "
-                           f"{', '.join(map(str, bad))}); the finished trials are kept")
-    done = database.retrying("the run", lambda: count(stored))
-    prog.new = done - prog.done
-    prog.done = done
+    done = database.retrying("the run", share.complete)
+    if done < target:
+        raise DseError(f"{len(bad)} of {workers} workers failed (exit codes "
+                       f"{', '.join(map(str, bad))}); {done:,} of {target:,} trials are "
+                       "complete and kept: run the same command again to finish")
+    if bad:
+        print(f"warning: {len(bad)} of {workers} workers ended early (exit codes "
+              f"{', '.join(map(str, bad))}); the others completed the {target:,} trials",
+              file=sys.stderr)
+    prog.new = done - before
     out = database.retrying("the run", lambda: _progress(stored, study, prog))
     if report:
         report(out)
-    del target
     return out
+
+
+def _polled(prog: Progress, before: int, done: int,
+            report: Callable[[Progress], None] | None) -> None:
+    """Progress while workers run: the complete trials (feasibility and the front are
+    counted once, at the end: a read of every trial each time would slow the workers)."""
+    prog.done = done
+    prog.new = done - before
+    if report:
+        report(prog)
 
 
 def _progress(stored: optuna.Study, study: Study, prog: Progress) -> Progress:
@@ -394,77 +397,3 @@ def _progress(stored: optuna.Study, study: Study, prog: Progress) -> Progress:
     prog.feasible = len(feasible)
     prog.front = len(_front(feasible, study.directions))
     return prog
-
-
-def _worker(path: Path, opts: Options, url: str, index: int,
-            alternative: str | None = None) -> None:
-    """One worker: ask a batch through the shared storage, keep the trials within the
-    budget, evaluate, tell; stop when the budget is reached. `alternative`: run that
-    alternative of the study file, not the study itself."""
-    from dse.search.space import load_study
-
-    logging.getLogger("optuna").setLevel(logging.WARNING)
-    study = load_study(path)
-    if alternative is not None:
-        study = study.alternatives[alternative]
-    spec = study.spec.search
-    target = opts.trials or spec.trials
-    batch = opts.batch or spec.batch
-    seed = (spec.seed if opts.seed is None else opts.seed) + 1000 * index
-    storage = open_storage(url, heartbeat=True)
-    sampler_name = opts.sampler or spec.sampler
-    sampler = make_sampler(sampler_name, seed + count(optuna.load_study(
-        study_name=study.spec.name, storage=storage)), spec.population or batch)
-    st = optuna.load_study(study_name=study.spec.name, storage=storage, sampler=sampler)
-    baseline = baseline_of(study)
-    dists = study.distributions()
-    heartbeat = isinstance(storage, optuna.storages.RDBStorage)
-    waited, patience = 0.0, 3 * database.GRACE_S + 30
-    while True:
-        state = database.retrying(f"worker {index}", lambda: _step(
-            st, storage, study, dists, batch, target, baseline, heartbeat))
-        if state == "done":
-            return
-        if state == "ran":
-            waited = 0.0
-            continue
-        # every slot is taken but not every trial complete: other workers' batches in flight,
-        # or a dead worker's trials until their grace ends and they are failed
-        if waited >= patience:
-            print(f"warning: worker {index} stops short: {count(st):,} of {target:,} trials "
-                  f"complete, the rest held by trials still RUNNING after {waited:.0f} s "
-                  "(a worker that died without a heartbeat on a journal?); run the command "
-                  "again to finish them", file=sys.stderr)
-            return
-        time.sleep(1.0)
-        waited += 1.0
-
-
-def _step(st: optuna.Study, storage, study: Study, dists, batch: int, target: int,
-          baseline, heartbeat: bool) -> str:
-    """One batch of a worker: 'done' (the budget is complete), 'wait' (every slot is taken
-    by live trials) or 'ran' (a batch asked, evaluated and told). Each trial asked gets its
-    heartbeat at once, so a worker killed mid-batch leaves trials the others can fail."""
-    if heartbeat:
-        optuna.storages.fail_stale_trials(st)
-    if count(st) >= target:
-        return "done"
-    if count(st, LIVE) >= target:
-        return "wait"
-    asked = []
-    for _ in range(batch):
-        t = st.ask(dists)
-        if heartbeat:
-            storage.record_heartbeat(t._trial_id)
-        asked.append(t)
-    live = sorted(t.number for t in st.get_trials(deepcopy=False, states=LIVE))
-    keep, surplus = [], []
-    for t in asked:
-        (keep if np.searchsorted(live, t.number) < target else surplus).append(t)
-    for t in surplus:
-        t.set_user_attr(SURPLUS, True)
-        st.tell(t, state=TrialState.FAIL)
-    if keep:
-        outcome = evaluate_designs(study, study.designs(params_of(study, keep)), baseline)
-        tell_batch(st, study, keep, outcome)
-    return "ran"

@@ -62,6 +62,16 @@ class NSGAII(optuna.samplers.NSGAIISampler):
             g = trial.system_attrs.get(self._get_generation_key(), -1)
             self._counts[g] = self._counts.get(g, 0) + 1
 
+    def added(self, trials: Sequence[FrozenTrial]) -> None:
+        """Trials added to the study without this sampler (other workers' finished trials,
+        dse.search.workers): counted in their generations as told trials are."""
+        if self._local and self._counts is not None:
+            key = self._get_generation_key()
+            for t in trials:
+                if t.state == TrialState.COMPLETE:
+                    g = t.system_attrs.get(key, -1)
+                    self._counts[g] = self._counts.get(g, 0) + 1
+
     def get_parent_population(self, study: optuna.Study, generation: int
                               ) -> list[FrozenTrial]:
         if generation == 0:

@@ -41,16 +41,26 @@ def schema_race(e: BaseException) -> bool:
 
 def retrying(what: str, call: Callable[[], T], budget_s: float | None = None) -> T:
     """`call()`, retried with backoff (1, 2, 4 ... s, `budget_s` in all) while the database
-    is unreachable; one line on stderr per wait. The last error is raised when the time is
-    spent."""
+    is unreachable; one line on stderr per wait. When the time is spent: DseError, one line
+    (finished trials are in the database already)."""
+    from dse.errors import DseError
+    from dse.search.urls import redact
+
     budget = RETRY_S if budget_s is None else budget_s
     waited, delay = 0.0, 1.0
     while True:
         try:
             return call()
         except Exception as e:
-            if not transient(e) or waited >= budget:
+            if not transient(e):
                 raise
+            if waited >= budget:
+                cause = e.__cause__ or e
+                detail = redact(str(cause).splitlines()[0]) if str(cause) else "no detail"
+                raise DseError(f"{what}: the database is still unreachable after {waited:.0f} s "
+                               f"of retries ({type(cause).__name__}: {detail}); every trial "
+                               "committed is kept: run the same command again when the "
+                               "database is back") from None
             print(f"warning: {what}: the database is unreachable "
                   f"({type(e).__name__}); retrying in {delay:.0f} s", file=sys.stderr)
             time.sleep(delay)

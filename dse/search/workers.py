@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import sys
 import uuid
 from collections.abc import Callable
@@ -89,8 +90,9 @@ def run_worker(spec: Spec, index: int) -> None:
     """A worker process's body: its batches until the budget is complete. Errors end it with
     one line on stderr and exit status 2 (bad input, a storage it cannot use) or 1."""
     logging.getLogger("optuna").setLevel(logging.WARNING)
+    parent = os.getppid()
     try:
-        work(spec, index)
+        work(spec, index, orphaned=lambda: os.getppid() != parent)
     except KeyboardInterrupt:
         sys.exit(130)  # the command's Ctrl-C (or SIGTERM): the parent reports it
     except DseError as e:
@@ -104,10 +106,12 @@ def run_worker(spec: Spec, index: int) -> None:
         sys.exit(1)
 
 
-def work(spec: Spec, index: int, report: Callable[[int], None] | None = None) -> int:
+def work(spec: Spec, index: int, report: Callable[[int], None] | None = None,
+         orphaned: Callable[[], bool] | None = None) -> int:
     """Run batches on the shared study until it holds `trials` COMPLETE trials; the number of
     trials this worker wrote. `report`: called with the study's COMPLETE trials after each
-    commit."""
+    commit. `orphaned`: true once the command that started this worker is gone (killed): the
+    worker stops after its batch, so no process outlives its command."""
     from dse.search.objective import baseline_of, evaluate_designs
     from dse.search.run import make_sampler, open_storage, params_of, tell_batch
     from dse.search.space import load_study
@@ -143,7 +147,7 @@ def work(spec: Spec, index: int, report: Callable[[int], None] | None = None) ->
         wrote += n
         if report:
             report(done)
-        if done >= target:
+        if done >= target or (orphaned is not None and orphaned()):
             break
         new = database.retrying(f"worker {index}", share.read_new)
         _learn(mem, sampler, [t for t in new if t.system_attrs.get(WORKER) != token])

@@ -248,3 +248,38 @@ def test_journal_shared_needs_dse_journal(tmp_path: Path) -> None:
         optuna.storages.journal.JournalFileBackend(str(tmp_path / "j")))
     with pytest.raises(TypeError):
         journal.Shared(storage, 0)
+
+
+def test_workers_stop_when_their_command_is_killed(tmp_path: Path) -> None:
+    """SIGKILL of the command: its workers end after their batch (no process outlives its
+    command), and the next command completes exactly the budget."""
+    path, name = _write(tmp_path)
+    out = tmp_path / "o"
+    args = ("study", str(path), "--workers", "2", "--trials", "3000", "--batch", "5",
+            "--out", str(out), "-q", "--no-alternatives")
+    p = _start(*args, cwd=tmp_path)
+    url = str(out / "study.journal")
+    kids: list[int] = []
+    for _ in range(1200):
+        kids = _children(p.pid) or kids
+        if p.poll() is not None or (len(kids) == 2 and _started(url, name) >= 100):
+            break
+        time.sleep(0.05)
+    assert len(kids) == 2
+    p.kill()
+    p.wait(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(Path(f"/proc/{k}").exists() and
+                                              "Z" not in _state(k) for k in kids):
+        time.sleep(0.1)
+    assert not [k for k in kids if Path(f"/proc/{k}").exists() and "Z" not in _state(k)]
+    again = _start(*args, cwd=tmp_path)
+    assert again.wait(300) == 0, again.stderr.read()
+    assert _complete(url, name) == 3000
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"

@@ -10,8 +10,11 @@
   of an append) is cut back to the last whole record on open and before every append; the
   cut bytes are kept in `<journal>.torn-<time>` and reported in one line. A corrupt record
   followed by whole ones is a one-line error naming its line and how to recover.
-- **Whole appends.** A batch of records is one write and one fsync; a write that fails (a
-  full disk) is cut back, so the journal stays readable, and is reported in one line.
+- **Whole appends.** A batch of records is one write and one fsync (`Journal.batch`: a
+  told batch of trials is one append, not one per trial); a write that fails (a full disk)
+  is cut back, so the journal stays readable, and is reported in one line.
+- **Shared by workers** (`Shared`, dse.search.workers): a worker's commit reads the journal
+  and appends its finished trials under one hold of the lock, within the budget.
 
 Where `fcntl` does not exist (Windows) the locks are Optuna's own. I/O only, no model code.
 """

@@ -79,13 +79,85 @@ class Shared:
     def __init__(self, storage: optuna.storages.RDBStorage, study_id: int) -> None:
         self.storage, self.study_id = storage, study_id
         self._last = -1  # the highest trial id read
+        self._own: list[int] = []  # ids this worker committed since its last read
 
     def read_new(self) -> list[optuna.trial.FrozenTrial]:
-        trials = self.storage._get_trials(self.study_id, [TrialState.COMPLETE], set(),
-                                          self._last)
-        if trials:
-            self._last = max(t._trial_id for t in trials)
+        trials = self._read(self._last, self._own)
+        # every trial below this worker's own last commit was committed before it (ids are
+        # drawn under the study's lock), so this read has seen them all
+        self._last = max([self._last, *self._own, *(t._trial_id for t in trials)])
+        self._own = []
         return trials
+
+    def read_all(self) -> list[optuna.trial.FrozenTrial]:
+        """Every trial of the study, any state, in number order (`_read`)."""
+        return self._read(-1, [], states=None)
+
+    def _read(self, after: int, skip: list[int],
+              states: tuple[TrialState, ...] | None = (TrialState.COMPLETE,)
+              ) -> list[optuna.trial.FrozenTrial]:
+        """The study's trials with ids above `after`, but not `skip` (this worker's own, just
+        committed), in `states`: five plain queries (trials, parameters, values, user and
+        system attributes) assembled here. Optuna's ORM read takes ~1.5 ms a trial, most of
+        a worker's time on a study of thousands; this takes a tenth of that."""
+        import json
+
+        import sqlalchemy as sa
+        from optuna.distributions import json_to_distribution
+        from optuna.storages._rdb import models
+
+        trial = models.TrialModel.__table__
+        where = [trial.c.study_id == self.study_id, trial.c.trial_id > after]
+        if states is not None:
+            where.append(trial.c.state.in_(states))
+        if skip:
+            where.append(trial.c.trial_id.not_in(skip))
+        from optuna.storages._rdb.storage import _create_scoped_session
+
+        with _create_scoped_session(self.storage.scoped_session) as session:
+            rows = session.execute(sa.select(
+                trial.c.trial_id, trial.c.number, trial.c.state, trial.c.datetime_start,
+                trial.c.datetime_complete).where(*where).order_by(trial.c.trial_id)).all()
+            if not rows:
+                return []
+
+            def child(table, *cols):
+                return session.execute(sa.select(table.c.trial_id, *cols).join(
+                    trial, trial.c.trial_id == table.c.trial_id).where(*where)).all()
+
+            par = models.TrialParamModel.__table__
+            val = models.TrialValueModel.__table__
+            ua = models.TrialUserAttributeModel.__table__
+            sa_ = models.TrialSystemAttributeModel.__table__
+            params = child(par, par.c.param_name, par.c.param_value, par.c.distribution_json)
+            values = child(val, val.c.objective, val.c.value, val.c.value_type)
+            user = child(ua, ua.c.key, ua.c.value_json)
+            system = child(sa_, sa_.c.key, sa_.c.value_json)
+        by_id = {r.trial_id: ({}, {}, {}, {}, {}) for r in rows}
+        dists: dict[str, object] = {}
+        for tid, name, value, dist_json in params:
+            dist = dists.get(dist_json)
+            if dist is None:
+                dist = dists[dist_json] = json_to_distribution(dist_json)
+            p, d = by_id[tid][0], by_id[tid][1]
+            p[name] = dist.to_external_repr(value)
+            d[name] = dist
+        for tid, objective, value, kind in values:
+            by_id[tid][2][objective] = models.TrialValueModel.stored_repr_to_value(value, kind)
+        for tid, key, text in user:
+            by_id[tid][3][key] = json.loads(text)
+        for tid, key, text in system:
+            by_id[tid][4][key] = json.loads(text)
+        out = []
+        for r in rows:
+            p, d, v, u, sy = by_id[r.trial_id]
+            out.append(optuna.trial.FrozenTrial(
+                number=r.number, state=r.state, value=None,
+                values=[v[k] for k in sorted(v)] if v else None,
+                datetime_start=_local(r.datetime_start),
+                datetime_complete=_local(r.datetime_complete), params=p, distributions=d,
+                user_attrs=u, system_attrs=sy, intermediate_values={}, trial_id=r.trial_id))
+        return out
 
     def _count(self, session, *states: TrialState) -> int:
         import sqlalchemy
@@ -107,7 +179,6 @@ class Shared:
                retried: bool = False) -> tuple[int, int]:
         import json
 
-        import sqlalchemy
         from optuna.distributions import distribution_to_json
         from optuna.storages._rdb import models
         from optuna.storages._rdb.storage import _create_scoped_session
@@ -121,18 +192,27 @@ class Shared:
             if not keep:
                 return 0, done
             first = self._count(session)
-            rows = []
-            for i, t in enumerate(keep):
-                row = models.TrialModel(study_id=self.study_id, number=first + i,
-                                        state=TrialState.COMPLETE)
-                row.datetime_start = t.datetime_start
-                row.datetime_complete = t.datetime_complete
-                rows.append(row)
-            session.add_all(rows)
-            session.flush()  # the trial ids
+            ids = _new_ids(session, len(keep))
+            if ids is None:  # not PostgreSQL: the ORM draws the ids
+                rows = []
+                for i, t in enumerate(keep):
+                    row = models.TrialModel(study_id=self.study_id, number=first + i,
+                                            state=TrialState.COMPLETE)
+                    row.datetime_start = t.datetime_start
+                    row.datetime_complete = t.datetime_complete
+                    rows.append(row)
+                session.add_all(rows)
+                session.flush()
+                ids = [row.trial_id for row in rows]
+            else:
+                _insert(session, models.TrialModel, [dict(
+                    trial_id=tid, number=first + i, study_id=self.study_id,
+                    state=TrialState.COMPLETE, datetime_start=_utc(t.datetime_start),
+                    datetime_complete=_utc(t.datetime_complete))
+                    for i, (tid, t) in enumerate(zip(ids, keep, strict=True))])
+            self._own += ids
             params, values, user, system = [], [], [], []
-            for row, t in zip(rows, keep, strict=True):
-                tid = row.trial_id
+            for tid, t in zip(ids, keep, strict=True):
                 for name, value in t.params.items():
                     dist = t.distributions[name]
                     params.append(dict(trial_id=tid, param_name=name,
@@ -145,14 +225,13 @@ class Shared:
                          for k, v in t.user_attrs.items()]
                 system += [dict(trial_id=tid, key=k, value_json=json.dumps(v))
                            for k, v in t.system_attrs.items()]
-            system.append(dict(trial_id=rows[0].trial_id, key=COMMIT,
+            system.append(dict(trial_id=ids[0], key=COMMIT,
                                value_json=json.dumps(token)))
             for model, records in ((models.TrialParamModel, params),
                                    (models.TrialValueModel, values),
                                    (models.TrialUserAttributeModel, user),
                                    (models.TrialSystemAttributeModel, system)):
-                if records:
-                    session.execute(sqlalchemy.insert(model), records)
+                _insert(session, model, records)
             return len(keep), done + len(keep)
 
     def _committed(self, session, token: str) -> bool:
@@ -165,3 +244,74 @@ class Shared:
         return session.query(attr.trial_id).join(models.TrialModel).filter(
             models.TrialModel.study_id == self.study_id, attr.key == COMMIT,
             attr.value_json == json.dumps(token)).first() is not None
+
+
+def _local(utc):
+    """A naive UTC time from the database as naive local time (as Optuna's TrialModel)."""
+    import datetime
+
+    if utc is None:
+        return None
+    return utc.replace(tzinfo=datetime.UTC).astimezone().replace(tzinfo=None)
+
+
+def _insert(session, model, records: list[dict]) -> None:
+    """Insert `records` (column -> value) into `model`'s table in this transaction: through
+    COPY on PostgreSQL with psycopg 3 (a batch's ~6,000 rows in a few ms, where one INSERT per
+    row takes ~0.25 s and one statement of many rows longer still to build), else as one
+    executemany."""
+    import sqlalchemy
+
+    if not records:
+        return
+    table = model.__table__
+    cols = list(records[0])
+    connection = session.connection()
+    if _copying(connection):
+        raw = connection.connection.driver_connection
+        kinds = {c: table.c[c].type for c in cols}
+        with raw.cursor() as cur, cur.copy(
+                f"COPY {table.name} ({', '.join(cols)}) FROM STDIN") as copy:
+            for r in records:
+                copy.write_row([_copy_value(r[c], kinds[c]) for c in cols])
+        return
+    session.execute(sqlalchemy.insert(model), records)
+
+
+def _copy_value(value, kind):
+    """A value as COPY takes it: an Enum column's member by its name (as SQLAlchemy stores
+    it), anything else as it is."""
+    import enum
+
+    if isinstance(value, enum.Enum):
+        return value.name
+    del kind
+    return value
+
+
+def _copying(connection) -> bool:
+    """Whether rows can go through COPY (PostgreSQL through psycopg 3)."""
+    return connection.dialect.name == "postgresql" and connection.dialect.driver == "psycopg"
+
+
+def _new_ids(session, k: int) -> list[int] | None:
+    """`k` new trial ids from the trials table's own sequence, ascending (PostgreSQL), so the
+    trials go in by COPY; None elsewhere."""
+    import sqlalchemy
+
+    connection = session.connection()
+    if not _copying(connection):
+        return None
+    return [int(v) for v in connection.execute(sqlalchemy.text(
+        "SELECT nextval(pg_get_serial_sequence('trials', 'trial_id')) "
+        "FROM generate_series(1, :k)"), {"k": k}).scalars()]
+
+
+def _utc(local):
+    """A naive local time as the naive UTC time the trials table holds (Optuna's
+    TrialModel converts the same way)."""
+    import datetime
+
+    if local is None:
+        return None
+    return local.astimezone(datetime.UTC).replace(tzinfo=None)

@@ -307,6 +307,9 @@ class Shared:
     def _trials(self) -> list[FrozenTrial]:
         return self.storage.get_all_trials(self.study_id, deepcopy=False)
 
+    def read_all(self) -> list[FrozenTrial]:
+        return list(self._trials())
+
     def read_new(self) -> list[FrozenTrial]:
         trials = self._trials()
         new, self._read = trials[self._read:], len(trials)

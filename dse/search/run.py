@@ -36,6 +36,7 @@ from dse.search.journal import Journal
 from dse.search.objective import Outcome, baseline_of, evaluate_designs
 from dse.search.space import Study
 from dse.search.urls import redact
+from dse.search.workers import Snapshot
 
 JOURNAL = "study.journal"
 FINGERPRINT = "dse_fingerprint"
@@ -67,7 +68,7 @@ class Progress:
     started: float = field(default_factory=time.perf_counter)
     new: int = 0  # trials this run added
     evaluated: list = field(default_factory=list)  # (params, Outcome) of each batch run here
-    stored: optuna.Study | None = None  # the stored study as this process holds it
+    stored: optuna.Study | Snapshot | None = None  # the stored trials, as this process has them
 
     @property
     def rate(self) -> float:
@@ -373,7 +374,8 @@ def _run_workers(study: Study, opts: Options, url: str, workers: int,
               f"{', '.join(map(str, bad))}); the others completed the {target:,} trials",
               file=sys.stderr)
     prog.new = done - before
-    out = database.retrying("the run", lambda: _progress(stored, study, prog))
+    prog.stored = pool.Snapshot(database.retrying("the run", share.read_all))
+    out = _progress(prog.stored, study, prog)
     if report:
         report(out)
     return out
@@ -389,7 +391,7 @@ def _polled(prog: Progress, before: int, done: int,
         report(prog)
 
 
-def _progress(stored: optuna.Study, study: Study, prog: Progress) -> Progress:
+def _progress(stored: optuna.Study | Snapshot, study: Study, prog: Progress) -> Progress:
     trials = stored.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     feasible = np.array([t.values for t in trials if all(v <= 0 for v in t.constraints.values())
                          ]).reshape(-1, len(study.goals))

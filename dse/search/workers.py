@@ -58,6 +58,23 @@ class Shared(Protocol):
         """The study's COMPLETE trials now (a count, not a read of the trials)."""
         ...
 
+    def read_all(self) -> list[FrozenTrial]:
+        """Every trial of the study, any state, in number order."""
+        ...
+
+
+class Snapshot:
+    """The stored trials as read once after a run: what the outputs need of an optuna.Study
+    (`get_trials`), without a second read of a database."""
+
+    def __init__(self, trials: list[FrozenTrial]) -> None:
+        self._trials = trials
+
+    def get_trials(self, deepcopy: bool = False,
+                   states: tuple[TrialState, ...] | None = None) -> list[FrozenTrial]:
+        del deepcopy  # read-only use
+        return [t for t in self._trials if states is None or t.state in states]
+
 
 def shared(storage: optuna.storages.BaseStorage, study_id: int) -> Shared:
     from optuna.storages._cached_storage import _CachedStorage

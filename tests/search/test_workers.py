@@ -103,26 +103,46 @@ def test_a_commit_never_passes_the_budget(tmp_path: Path) -> None:
     assert _complete(url, name) == 7
 
 
-def test_a_retried_database_commit_is_not_written_twice(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_a_retried_database_commit_is_not_written_twice(tmp_path: Path, engine: str,
+                                                        request) -> None:
+    """And what a commit writes (by COPY on PostgreSQL) reads back, by dse's read and by
+    Optuna's, as the trials were told."""
     path, _name = _write(tmp_path)
     study = load_study(path)
-    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    url = (f"sqlite:///{tmp_path / 'db.sqlite'}" if engine == "sqlite"
+           else request.getfixturevalue("postgres_url"))
     storage = runner.open_storage(url)
     stored = runner.open_study(study, storage, url)
     mem = optuna.create_study(directions=study.directions)
-    for _ in range(4):
+    for v in (2.0, float("inf"), -float("inf"), 3.5):
         t = mem.ask(study.distributions())
         t.set_user_attr("x", 1)
-        mem.tell(t, [2.0])
+        t.set_constraint("area", -1.5)
+        mem.tell(t, [v])
     share = pool.shared(storage, stored._study_id)
     assert isinstance(share, database.Shared)
     assert share.commit(mem.trials, 10, "tok") == (4, 4)
     assert share.commit(mem.trials, 10, "tok", retried=True) == (0, 4)  # its reply was lost
     assert share.commit(mem.trials, 10, "tok2", retried=True) == (4, 8)
-    got = share.read_new()
+    assert share.read_new() == []  # a worker does not read back its own trials
+    other = pool.shared(storage, stored._study_id)
+    got = other.read_new()
     assert [t.number for t in got] == list(range(8))
     assert got[0].user_attrs["x"] == 1 and got[0].values == [2.0]
     assert got[0].params == mem.trials[0].params
+    assert got[0].distributions == mem.trials[0].distributions
+    # the fast read gives what Optuna's own read gives
+    theirs = optuna.load_study(study_name=stored.study_name, storage=url).trials
+    assert [t.values for t in theirs[:4]] == [[2.0], [float("inf")], [-float("inf")], [3.5]]
+    assert theirs[0].constraints == {"area": -1.5} and theirs[0].user_attrs["x"] == 1
+    assert abs((theirs[0].datetime_start - mem.trials[0].datetime_start).total_seconds()) < 1e-3
+    for a, b in zip(got, theirs, strict=True):
+        assert (a.number, a.state, a.values, a.params, a.user_attrs, a.system_attrs,
+                a.datetime_start, a.datetime_complete) == (
+                b.number, b.state, b.values, b.params, b.user_attrs, b.system_attrs,
+                b.datetime_start, b.datetime_complete)
+    assert [t.number for t in other.read_all()] == list(range(8))
 
 
 @pytest.mark.parametrize("workers", [2, 3])

@@ -130,7 +130,9 @@ def study(
                 raise DseError("--sampler grid: the grid runs in this process without a storage; "
                                "drop --storage and --workers")
             alts = _alternatives(st, opts, name, folder, quiet, alternatives)
-            _told(write_grid(st, folder, quiet=quiet, alternatives=alts))
+            with _writing(folder):
+                report = write_grid(st, folder, quiet=quiet, alternatives=alts)
+            _told(report)
             return
         target = trials or st.spec.search.trials
         report, bar = _reporter(not quiet, target)
@@ -153,7 +155,8 @@ def study(
                 alts = _alternatives(st, opts, name, folder, quiet, alternatives)
             except KeyboardInterrupt:
                 stopped = True
-        report = write_all(st, opts, name, wall, prog, alternatives=alts)
+        with _writing(folder):
+            report = write_all(st, opts, name, wall, prog, alternatives=alts)
         if stopped:
             for line in report.lines:
                 typer.echo(line)
@@ -182,6 +185,20 @@ def _one_command(st, opts):
     finally:
         if main:
             signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _writing(folder: Path):
+    """Ctrl-C or SIGTERM while the outputs are written: one line and exit 130. The outputs
+    are a set moved in whole (dse.search.atomic.staged), so the folder keeps the previous
+    run's, and every finished trial is in the storage."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        typer.echo(f"stopped by Ctrl-C (or SIGTERM) while writing the outputs: every finished "
+                   f"trial is kept and {folder}/ keeps its previous outputs; run the same "
+                   "command to write them", err=True)
+        raise typer.Exit(130) from None
 
 
 def _one_study_per_folder(folder: Path, name: str) -> None:

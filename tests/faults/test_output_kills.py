@@ -121,10 +121,10 @@ def test_a_failure_while_writing_keeps_the_previous_set(tmp_path: Path):
 
 def test_a_full_disk_while_writing_names_the_file_and_keeps_the_previous_set(tmp_path: Path):
     (tmp_path / "summary.md").write_text("old\n")
-    with pytest.raises(DseError) as caught, atomic.staged(tmp_path) as stage:
-        with atomic.replacing(stage / "summary.md") as tmp:
-            tmp.write_text("half")
-            raise OSError(28, "No space left on device")  # as pandas raises it: no file
+    with pytest.raises(DseError) as caught, atomic.staged(tmp_path) as stage, \
+            atomic.replacing(stage / "summary.md") as tmp:
+        tmp.write_text("half")
+        raise OSError(28, "No space left on device")  # as pandas raises it: no file named
     assert str(caught.value).startswith(f"{tmp_path / 'summary.md'}: cannot write it, the disk "
                                         "is full (No space left on device)")
     assert [p.name for p in tmp_path.iterdir()] == ["summary.md"]

@@ -1,0 +1,102 @@
+"""Faults while a study writes its outputs: SIGTERM, and a second command on the same folder.
+The writer is paused (SIGSTOP) once its staging folder appears, so the fault lands inside
+the output phase whatever the machine's speed. Asserted: SIGTERM ends it with exit 130 and
+one line, the previous outputs whole, nothing temporary left, and the same command then
+writes them; a second command on the folder's journal, the same study or another one with
+--overwrite, is refused with one line naming the writer, which then completes; two commands
+on one shared database writing one folder at once leave one whole set of outputs, not a
+mix."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from faultkit import (
+    STUDY,
+    all_outputs,
+    command,
+    complete,
+    dse,
+    leftovers,
+    outputs_consistent,
+    start,
+    wait_for_outputs_phase,
+)
+
+pytestmark = [pytest.mark.faults,
+              pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")]
+
+
+@pytest.fixture()
+def study(tmp_path: Path) -> Path:
+    (tmp_path / "s.yaml").write_text(STUDY)
+    (tmp_path / "t.yaml").write_text(STUDY.replace("name: faults", "name: other"))
+    return tmp_path
+
+
+def _paused_in_outputs(args: list[str], study: Path, delay: float = 0.0):
+    """A run of `args`, stopped (SIGSTOP) `delay` s after it starts writing its outputs."""
+    proc = start(args, cwd=study)
+    seen = wait_for_outputs_phase(study / "o", proc)
+    time.sleep(max(0.0, seen + delay - time.monotonic()))
+    proc.send_signal(signal.SIGSTOP)
+    return proc
+
+
+def test_sigterm_while_writing_outputs_keeps_the_previous_ones(study: Path):
+    r = dse(command(200), cwd=study)
+    assert r.returncode == 0, r.stderr
+    proc = _paused_in_outputs(command(220), study, delay=0.1)
+    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGCONT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert lines == ["stopped by Ctrl-C (or SIGTERM) while writing the outputs: every finished "
+                     "trial is kept and o/ keeps its previous outputs; run the same command "
+                     "to write them"], err
+    assert outputs_consistent(study / "o") == 200
+    assert complete(study / "o") == 220 and leftovers(study / "o") == []
+    r = dse(command(220), cwd=study)
+    assert r.returncode == 0, r.stderr
+    all_outputs(study / "o", 220)
+
+
+def test_a_second_command_on_the_folder_while_outputs_are_written_is_refused(study: Path):
+    proc = _paused_in_outputs(command(200), study)
+    try:
+        for args in (command(200), ["study", "t.yaml", "--trials", "20", "--out", "o", "-q",
+                                    "--no-alternatives", "--overwrite"]):
+            r = dse(args, cwd=study)
+            lines = [x for x in r.stderr.splitlines() if x.strip()]
+            assert r.returncode == 2 and len(lines) == 1, r.stderr
+            assert f"another dse study is running on this journal (pid {proc.pid}," in lines[0]
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    all_outputs(study / "o", 200)
+
+
+def test_two_commands_on_one_database_writing_one_folder_leave_one_whole_set(study: Path):
+    """No run lock on a database (many commands share one by design): the first writer is
+    paused half-way through its outputs while a second writes and moves in its own; the
+    first then moves in its set, whole (the folder's lock: one set moved in at a time)."""
+    db = f"sqlite:///{study / 'study.db'}"  # few trials: a database stores ~5 trials/s
+    r = dse([*command(20), "--storage", db], cwd=study)
+    assert r.returncode == 0, r.stderr
+    proc = _paused_in_outputs([*command(20), "--storage", db], study, delay=0.2)
+    try:
+        r = dse([*command(40), "--storage", db], cwd=study)
+        assert r.returncode == 0, r.stderr
+        assert outputs_consistent(study / "o") == 40
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert outputs_consistent(study / "o") == 20  # the last set moved in, whole
+    assert leftovers(study / "o") == []

@@ -192,8 +192,14 @@ def _writing(folder: Path):
     """Ctrl-C or SIGTERM while the outputs are written: one line and exit 130. The outputs
     are a set moved in whole (dse.search.atomic.staged), so the folder keeps the previous
     run's, and every finished trial is in the storage."""
+    from dse.search.atomic import Interrupted
+
     try:
         yield
+    except Interrupted:  # held until the last output was moved in
+        typer.echo(f"stopped by Ctrl-C (or SIGTERM) as the outputs were moved in: every "
+                   f"finished trial is kept and {folder}/ holds this run's outputs", err=True)
+        raise typer.Exit(130) from None
     except KeyboardInterrupt:
         typer.echo(f"stopped by Ctrl-C (or SIGTERM) while writing the outputs: every finished "
                    f"trial is kept and {folder}/ keeps its previous outputs; run the same "

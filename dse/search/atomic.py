@@ -80,15 +80,15 @@ def staged(folder: Path) -> Iterator[Path]:
         recover(folder)
     stage = folder / f"{STAGE}-{os.getpid()}.partial"
     shutil.rmtree(stage, ignore_errors=True)
-    stage.mkdir()
     try:
         try:
+            stage.mkdir()
             yield stage
         except OSError as e:
             if e.errno not in FULL:
                 raise
             name = Path(os.fsdecode(e.filename)).name if e.filename is not None else None
-            shown = folder / name if name else folder
+            shown = folder / name if name and not _STAGED.match(name) else folder
             raise DseError(f"{shown}: cannot write it, the disk is full ({_reason(e)}); "
                            f"{folder}/ keeps its previous outputs, whole: free some space and "
                            "run the same command again to write them") from None
@@ -168,10 +168,14 @@ def _locked(folder: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM, held while a set of outputs was moved in: the set is in place."""
+
+
 @contextlib.contextmanager
 def _held_signals() -> Iterator[None]:
     """Hold Ctrl-C and SIGTERM while the outputs are moved in (a few renames), then raise
-    KeyboardInterrupt: the set is moved in whole. Outside the main thread, nothing held."""
+    Interrupted: the set is moved in whole. Outside the main thread, nothing held."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -184,4 +188,4 @@ def _held_signals() -> Iterator[None]:
         for s, handler in previous.items():
             signal.signal(s, handler if handler is not None else signal.SIG_DFL)
     if caught:
-        raise KeyboardInterrupt
+        raise Interrupted

@@ -4,8 +4,10 @@ run's staging folder, and timed by a first, whole run). Asserted after each kill
 output file there parses whole, those present agree on the trial count (the previous run's
 or the new one's, never a mix), the journal holds exactly the requested COMPLETE trials;
 and the same command run again completes with all outputs, consistent, nothing temporary
-left. Also what recovery does with each thing a kill can leave (a half-written staging
-folder, a committed one, a stray temporary file) and that Ctrl-C during the moves waits."""
+left. The same at 4 seeded points from the search's start to past its outputs (whole
+batches stored, unique numbers). Also what recovery does with each thing a kill can leave
+(a half-written staging folder, a committed one, a stray temporary file) and that Ctrl-C
+during the moves waits."""
 
 from __future__ import annotations
 
@@ -82,6 +84,39 @@ def test_kill_9_while_writing_outputs_leaves_them_whole(study: Path):
     assert in_flight >= 1, "no kill landed while the outputs were written"
 
 
+def _journal_grows(folder: Path, proc, size: int) -> None:
+    """Poll until the journal grows past `size` bytes: the run's search has begun."""
+    journal = folder / "study.journal"
+    while not (journal.exists() and journal.stat().st_size > size):
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.002)
+
+
+def test_kill_9_at_random_points_of_a_run(study: Path):
+    """Kills at seeded points from the search's first append to past its outputs (400 more
+    trials: ~0.3 s of search, ~0.7 s of outputs): whole batches stored, never a torn or
+    doubled trial, outputs whole; the same command completes the rest."""
+    folder = study / "o"
+    r = dse(command(200), cwd=study)
+    assert r.returncode == 0, r.stderr
+    rng = random.Random(8)  # two points in the search, two in the outputs, here
+    previous = 200
+    for i in range(1, 5):
+        target = 200 + 400 * i
+        proc = start(command(target), cwd=study)
+        _journal_grows(folder, proc, (folder / "study.journal").stat().st_size)
+        time.sleep(rng.uniform(0, 1.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+        done = complete(folder)
+        assert previous <= done <= target and (done - previous) % 20 == 0, (i, done)
+        assert outputs_consistent(folder) in (previous, target)
+        r = dse(command(target), cwd=study)
+        assert r.returncode == 0, r.stderr
+        all_outputs(folder, target)
+        previous = target
+
+
 def _dead_pid() -> int:
     proc = subprocess.Popen(["true"])
     proc.wait()
@@ -144,7 +179,7 @@ def test_ctrl_c_while_the_set_is_moved_in_waits_for_the_last_move(tmp_path: Path
         real(src, dst)
 
     monkeypatch.setattr(atomic.os, "replace", replace)
-    with pytest.raises(KeyboardInterrupt), atomic.staged(tmp_path) as stage:
+    with pytest.raises(atomic.Interrupted), atomic.staged(tmp_path) as stage:
         for name in ("a.csv", "b.csv", "run.json"):
             (stage / name).write_text(name)
     assert moves == ["a.csv", "b.csv", "run.json"]  # run.json last: it names the study

@@ -100,3 +100,34 @@ def test_two_commands_on_one_database_writing_one_folder_leave_one_whole_set(stu
     assert proc.returncode == 0, err
     assert outputs_consistent(study / "o") == 20  # the last set moved in, whole
     assert leftovers(study / "o") == []
+
+
+def test_sigterm_while_the_outputs_are_moved_in_waits_for_the_last(study: Path, monkeypatch):
+    """SIGTERM after the set is committed (at its first move) is held until every output is
+    in place; then exit 130, one line saying the folder holds this run's outputs."""
+    import os
+
+    from typer.testing import CliRunner
+
+    from dse.cli import app
+    from dse.search import atomic
+
+    real = os.replace
+    moved: list[str] = []
+
+    def replace(src, dst):
+        if Path(src).parent.name.endswith(".ready"):
+            if not moved:
+                os.kill(os.getpid(), signal.SIGTERM)
+            moved.append(Path(dst).name)
+        real(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    monkeypatch.chdir(study)
+    r = CliRunner().invoke(app, command(200))
+    assert r.exit_code == 130, r.output
+    assert r.stderr.splitlines() == ["stopped by Ctrl-C (or SIGTERM) as the outputs were moved "
+                                     "in: every finished trial is kept and o/ holds this run's "
+                                     "outputs"]
+    assert moved[-1] == "run.json" and len(moved) == 8
+    all_outputs(study / "o", 200)

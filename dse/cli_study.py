@@ -191,7 +191,7 @@ def _one_command(st, opts):
 def _writing(folder: Path):
     """Ctrl-C or SIGTERM while the outputs are written: one line and exit 130. The outputs
     are a set moved in whole (dse.search.atomic.staged), so the folder keeps the previous
-    run's, and every finished trial is in the storage."""
+    run's (or none), and every finished trial is in the storage."""
     from dse.search.atomic import Interrupted
 
     try:
@@ -202,8 +202,8 @@ def _writing(folder: Path):
         raise typer.Exit(130) from None
     except KeyboardInterrupt:
         typer.echo(f"stopped by Ctrl-C (or SIGTERM) while writing the outputs: every finished "
-                   f"trial is kept and {folder}/ keeps its previous outputs; run the same "
-                   "command to write them", err=True)
+                   f"trial is kept and {folder}/ is left as it was before this run; run the "
+                   "same command to write them", err=True)
         raise typer.Exit(130) from None
 
 

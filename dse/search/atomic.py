@@ -85,13 +85,14 @@ def staged(folder: Path) -> Iterator[Path]:
             stage.mkdir()
             yield stage
         except OSError as e:
-            if e.errno not in FULL:
-                raise
             name = Path(os.fsdecode(e.filename)).name if e.filename is not None else None
             shown = folder / name if name and not _STAGED.match(name) else folder
+            if e.errno not in FULL:  # named as the file it was to be (permission denied ...)
+                raise OSError(e.errno, _reason(e), str(shown)) from None
             raise DseError(f"{shown}: cannot write it, the disk is full ({_reason(e)}); "
-                           f"{folder}/ keeps its previous outputs, whole: free some space and "
-                           "run the same command again to write them") from None
+                           f"{folder}/ is left as it was before this run, its outputs whole: "
+                           "free some space and run the same command again to write them"
+                           ) from None
         with _held_signals(), _locked(folder):
             ready = stage.with_name(f"{STAGE}-{os.getpid()}.ready")
             os.replace(stage, ready)  # the commit: from here on the set is moved in

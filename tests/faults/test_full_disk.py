@@ -213,7 +213,7 @@ def test_the_disk_fills_while_the_outputs_are_written(disk, leaving: int):
     assert Path(named).parent == out and Path(named).name in OUTPUTS, err
     assert (Path(named).name == "trials.csv") == (leaving < 100_000), err
     _one_line(code, err, named)
-    assert "keeps its previous outputs" in err
+    assert "is left as it was before this run, its outputs whole" in err
     assert outputs_consistent(out) == 200  # the previous run's, whole
     assert complete(out) == 220
     assert leftovers(out) == []
@@ -221,3 +221,24 @@ def test_the_disk_fills_while_the_outputs_are_written(disk, leaving: int):
     code, err = disk.run(command(220, str(out)))
     assert code == 0, err
     all_outputs(out, 220)
+
+
+def test_a_torn_tail_on_a_full_disk_waits_for_room_to_be_kept_aside(disk):
+    """Healing keeps a torn tail aside before cutting it; with no room for that, one line
+    (it used to name only the side file, and leave it empty), and nothing is cut or lost."""
+    out = disk.root / "o"
+    code, err = disk.run(command(40, str(out)))
+    assert code == 0, err
+    journal = out / "study.journal"
+    whole = journal.read_bytes()
+    tail = b'{"op_code": 4, "worker_id": "x", "trial_id": 7, "par'
+    journal.write_bytes(whole + tail)
+    disk.fill(leaving=0)
+    code, err = disk.run(command(60, str(out)))
+    _one_line(code, err, str(journal))
+    assert journal.read_bytes() == whole + tail and not list(out.glob("*.torn-*"))
+    disk.free()
+    code, err = disk.run(command(60, str(out)))
+    assert code == 0, err
+    assert [p.read_bytes() for p in out.glob("study.journal.torn-*")] == [tail]
+    all_outputs(out, 60)

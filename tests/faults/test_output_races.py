@@ -57,8 +57,8 @@ def test_sigterm_while_writing_outputs_keeps_the_previous_ones(study: Path):
     assert proc.returncode == 130, err
     lines = [x for x in err.splitlines() if x.strip()]
     assert lines == ["stopped by Ctrl-C (or SIGTERM) while writing the outputs: every finished "
-                     "trial is kept and o/ keeps its previous outputs; run the same command "
-                     "to write them"], err
+                     "trial is kept and o/ is left as it was before this run; run the same "
+                     "command to write them"], err
     assert outputs_consistent(study / "o") == 200
     assert complete(study / "o") == 220 and leftovers(study / "o") == []
     r = dse(command(220), cwd=study)

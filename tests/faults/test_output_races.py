@@ -86,7 +86,7 @@ def test_two_commands_on_one_database_writing_one_folder_leave_one_whole_set(stu
     """No run lock on a database (many commands share one by design): the first writer is
     paused half-way through its outputs while a second writes and moves in its own; the
     first then moves in its set, whole (the folder's lock: one set moved in at a time)."""
-    db = f"sqlite:///{study / 'study.db'}"  # few trials: a database stores ~5 trials/s
+    db = f"sqlite:///{study / 'study.db'}"  # few trials: a database run is slower
     r = dse([*command(20), "--storage", db], cwd=study)
     assert r.returncode == 0, r.stderr
     proc = _paused_in_outputs([*command(20), "--storage", db], study, delay=0.2)

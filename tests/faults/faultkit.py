@@ -144,5 +144,7 @@ def all_outputs(folder: Path, trials: int) -> None:
     missing = [n for n in OUTPUTS if not (folder / n).exists()]
     assert not missing, f"outputs missing: {missing}"
     assert outputs_consistent(folder) == trials
+    doc = yaml.safe_load((folder / "study.resolved.yaml").read_text())
+    assert doc["search"]["trials"] == trials  # the run as requested
     assert complete(folder) == trials
     assert leftovers(folder) == []

@@ -71,9 +71,9 @@ def test_kill_9_while_writing_outputs_leaves_them_whole(study: Path):
         seen = wait_for_outputs_phase(folder, proc)
         time.sleep(max(0.0, seen + rng.uniform(0, 0.9 * writing) - time.monotonic()))
         in_flight += bool(staging(folder))
-        proc.send_signal(signal.SIGKILL)
+        proc.send_signal(signal.SIGKILL)  # (a run already ended is not killed: exit 0)
         proc.communicate(timeout=60)
-        assert proc.returncode == -signal.SIGKILL
+        assert proc.returncode in (0, -signal.SIGKILL)
         shown = outputs_consistent(folder)
         assert shown in (previous, target), (i, shown)
         assert complete(folder) == target  # the search ended before the outputs

@@ -130,15 +130,19 @@ def study(
                 raise DseError("--sampler grid: the grid runs in this process without a storage; "
                                "drop --storage and --workers")
             alts = _alternatives(st, opts, name, folder, quiet, alternatives)
-            _told(write_grid(st, folder, quiet=quiet, alternatives=alts))
+            with _writing(folder):
+                report = write_grid(st, folder, quiet=quiet, alternatives=alts)
+            _told(report)
             return
         target = trials or st.spec.search.trials
         report, bar = _reporter(not quiet, target)
         started = time.perf_counter()
         stopped = False
         try:
-            prog = runner.run(st, opts, report)
+            prog = runner.run(st, opts, _checked(report))
+            stopped = _lost_signal()  # one that arrived in the last batch
         except KeyboardInterrupt:
+            _acted_on_signals()
             stopped = True
             prog = None
         finally:
@@ -152,8 +156,10 @@ def study(
             try:
                 alts = _alternatives(st, opts, name, folder, quiet, alternatives)
             except KeyboardInterrupt:
+                _acted_on_signals()
                 stopped = True
-        report = write_all(st, opts, name, wall, prog, alternatives=alts)
+        with _writing(folder):
+            report = write_all(st, opts, name, wall, prog, alternatives=alts)
         if stopped:
             for line in report.lines:
                 typer.echo(line)
@@ -175,13 +181,41 @@ def _one_command(st, opts):
     url = runner.storage_url(st, opts)
     lock = contextlib.nullcontext() if "://" in url else RunLock(Path(url))
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
+    _acted_on_signals()
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)} \
+        if main else {}
     try:
         with lock:
             yield
     finally:
-        if main:
-            signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def _writing(folder: Path):
+    """Ctrl-C or SIGTERM while the outputs are written: one line and exit 130. The outputs
+    are a set moved in whole (dse.search.atomic.staged), so the folder keeps the previous
+    run's (or none), and every finished trial is in the storage."""
+    from dse.search.atomic import Interrupted
+
+    written = ("stopped by Ctrl-C (or SIGTERM) once the outputs were written: every finished "
+               f"trial is kept and {folder}/ holds this run's outputs")
+    try:
+        yield
+    except Interrupted:  # held until the last output was moved in
+        _acted_on_signals()
+        typer.echo(written, err=True)
+        raise typer.Exit(130) from None
+    except KeyboardInterrupt:
+        _acted_on_signals()
+        typer.echo(f"stopped by Ctrl-C (or SIGTERM) while writing the outputs: every finished "
+                   f"trial is kept and {folder}/ is left as it was before this run; run the "
+                   "same command to write them", err=True)
+        raise typer.Exit(130) from None
+    if _lost_signal():
+        typer.echo(written, err=True)
+        raise typer.Exit(130)
 
 
 def _one_study_per_folder(folder: Path, name: str) -> None:
@@ -198,8 +232,39 @@ def _one_study_per_folder(folder: Path, name: str) -> None:
                        "give this study its own --out, or --overwrite to replace them")
 
 
+# Ctrl-C and SIGTERM received, and acted on, during this command. The KeyboardInterrupt a
+# signal handler raises is lost when C code under it clears errors (numpy comparing a pandas
+# dtype, while the outputs are written, does: the run then ended 0 as if never signalled), so
+# a signal that no KeyboardInterrupt followed is raised again at the next batch
+# (`_checked`), or noticed once the outputs are written.
+_signals = {"received": 0, "acted": 0}
+
+
 def _interrupt(signum, frame) -> None:
+    _signals["received"] += 1
     raise KeyboardInterrupt
+
+
+def _acted_on_signals() -> None:
+    _signals["acted"] = _signals["received"]
+
+
+def _lost_signal() -> bool:
+    """Whether a signal arrived whose KeyboardInterrupt was lost (then: acted on now)."""
+    lost = _signals["received"] > _signals["acted"]
+    _acted_on_signals()
+    return lost
+
+
+def _checked(report):
+    """`report` (or nothing) after each batch, first raising KeyboardInterrupt for a signal
+    whose own was lost: the run stops at that batch's end as Ctrl-C stops it."""
+    def checked(p) -> None:
+        if _lost_signal():
+            raise KeyboardInterrupt
+        if report:
+            report(p)
+    return checked
 
 
 def _alternatives(st, opts, sampler: str, folder: Path, quiet: bool, enabled: bool):
@@ -228,7 +293,7 @@ def _alternatives(st, opts, sampler: str, folder: Path, quiet: bool, enabled: bo
         else:
             report, bar = _reporter(not quiet, trials)
             try:
-                prog = runner.run(alt, alt_opts, report)
+                prog = runner.run(alt, alt_opts, _checked(report))
             finally:
                 if bar is not None:
                     bar.stop()

@@ -158,3 +158,12 @@ def chromium() -> str:
             return found
     unavailable("Chromium not found: apt-get install chromium")
     raise AssertionError("unreachable")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The fault suite (`-m faults`): tests/faults, and the fault tests beside the code they
+    cover (tests/search/test_*_faults.py: the journal's, the database's)."""
+    for item in items:
+        path = Path(str(item.fspath))
+        if path.parent.name == "faults" or path.name.endswith("_faults.py"):
+            item.add_marker(pytest.mark.faults)

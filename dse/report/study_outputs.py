@@ -206,17 +206,22 @@ def _sensitivity(study: Study, t: outputs.Tables, alternatives: dict[str, Report
 def _finish(study: Study, t: outputs.Tables, folder: Path, stored: optuna.Study | None,
             run_line: str, extra: list[str], resolved: tuple[dict, dict],
             alternatives: dict[str, Report] | None = None) -> Report:
-    written = outputs.write_tables(t, folder)
-    written += _plots(study, t, folder, f"{study.spec.name}: {len(t.trials):,} designs")
-    f = facts(study, t, run_line, extra)
-    band_of = robustness.bands(study)
-    f = replace(f, regions=robustness.near_optimal(study, t.trials, band_of),
-                sensitivity=_sensitivity(study, t, alternatives, band_of) if alternatives
-                else [], seed=resolved[0]["search"]["seed"])
-    summary = folder / "summary.md"
-    atomic.write_text(summary, _summary(study, t, stored, f))
-    written.append(summary)
-    written += outputs.write_resolved(*resolved, folder)
+    # the set whole (dse.search.atomic.staged): a kill, SIGTERM or a full disk while writing
+    # leaves the previous run's outputs, consistent with one another
+    with atomic.staged(folder) as stage:
+        written = outputs.write_tables(t, stage)
+        written += _plots(study, t, stage, f"{study.spec.name}: {len(t.trials):,} designs")
+        f = facts(study, t, run_line, extra)
+        band_of = robustness.bands(study)
+        f = replace(f, regions=robustness.near_optimal(study, t.trials, band_of),
+                    sensitivity=_sensitivity(study, t, alternatives, band_of) if alternatives
+                    else [], seed=resolved[0]["search"]["seed"])
+        summary = stage / "summary.md"
+        atomic.write_text(summary, _summary(study, t, stored, f))
+        written.append(summary)
+        written += outputs.write_resolved(resolved[0], {**resolved[1], "trials": len(t.trials)},
+                                          stage)
+    written = [folder / p.name for p in written]
     told = console_lines(f, t.trials, t.pareto, t.references)
     n_ok = int(t.trials["feasible"].sum()) if len(t.trials) else 0
     warnings = [told[0]] if len(t.trials) and n_ok == 0 else []

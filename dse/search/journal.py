@@ -137,7 +137,16 @@ def _cut(path: Path, data: bytes) -> str | None:
         return None
     tail = data[good_end:]
     side = path.with_name(f"{path.name}.torn-{time.strftime('%Y%m%dT%H%M%S')}")
-    side.write_bytes(tail)
+    try:
+        side.write_bytes(tail)
+    except OSError as e:  # a full disk: the tail stays until it can be kept aside
+        with contextlib.suppress(OSError):
+            side.unlink()
+        why = "the disk is full" if e.errno in (errno.ENOSPC, errno.EDQUOT) else (
+            e.strerror or str(e))
+        raise DseError(f"{path}: a torn tail of {len(tail):,} bytes after record {count:,} "
+                       f"cannot be kept aside in {side.name} ({why}); free some space and run "
+                       "again: it is cut then, and no record before it is lost") from None
     with open(path, "r+b") as f:
         f.truncate(good_end)
         f.flush()

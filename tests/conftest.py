@@ -162,8 +162,10 @@ def chromium() -> str:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The fault suite (`-m faults`): tests/faults, and the fault tests beside the code they
-    cover (tests/search/test_*_faults.py: the journal's, the database's)."""
+    cover (tests/search/test_*_faults.py: the journal's, the database's; test_workers.py:
+    workers killed, a database restarted)."""
     for item in items:
         path = Path(str(item.fspath))
-        if path.parent.name == "faults" or path.name.endswith("_faults.py"):
+        if path.parent.name == "faults" or path.name.endswith("_faults.py") or \
+                path.name == "test_workers.py":
             item.add_marker(pytest.mark.faults)

@@ -300,18 +300,24 @@ def run(study: Study, opts: Options, report: Callable[[Progress], None] | None =
 
 @contextlib.contextmanager
 def _no_interrupt() -> Iterator[None]:
-    """Hold a Ctrl-C (SIGINT) until the block ends, then raise it: the journal is written
-    whole or not at all. Outside the main thread, nothing is held."""
+    """Hold a Ctrl-C (SIGINT) or SIGTERM (which the command takes as Ctrl-C) until the block
+    ends, then raise KeyboardInterrupt: the batch is stored whole or not at all. Outside the
+    main thread, nothing is held."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in held}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
     if caught:
+        handler = previous[caught[0]]
+        if callable(handler):
+            handler(caught[0], None)  # the command's own handler (it counts the signal)
         raise KeyboardInterrupt
 
 

@@ -216,3 +216,30 @@ def test_a_batch_of_trials_is_one_append_and_one_fsync(study: Path, monkeypatch)
     assert len(calls) == 9, len(calls)
     assert setup <= 10
     assert _complete(study / "out") == 200
+
+
+def test_sigterm_while_a_batch_is_stored_is_held_until_it_is_whole(study: Path, monkeypatch):
+    """SIGTERM (as Ctrl-C) arriving while a batch is appended: the batch is stored whole,
+    then the run stops."""
+    from dse.search import run as runner
+    from dse.search.space import load_study
+
+    st = load_study(study / "s.yaml")
+    real = journal.Journal.append_logs
+    sent = []
+
+    def append(self, logs):
+        if not sent and len(logs) > 5:  # the first batch of trials
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(self, logs)
+
+    monkeypatch.setattr(journal.Journal, "append_logs", append)
+    previous = signal.signal(signal.SIGTERM, lambda s, f: (_ for _ in ()).throw(
+        KeyboardInterrupt()))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runner.run(st, runner.Options(out=study / "out", trials=200))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert sent and _complete(study / "out") == 20

@@ -120,11 +120,15 @@ class Shared:
                 trial.c.datetime_complete).where(*where).order_by(trial.c.trial_id)).all()
             if not rows:
                 return []
+            # the trials the first query saw: a commit between the queries adds none
+            where.append(trial.c.trial_id <= rows[-1].trial_id)
 
             def child(table, *cols):
-                return session.execute(sa.select(table.c.trial_id, *cols).join(
+                return [r for r in session.execute(sa.select(table.c.trial_id, *cols).join(
                     trial, trial.c.trial_id == table.c.trial_id).where(*where)).all()
+                    if r[0] in by_id]
 
+            by_id = {r.trial_id: ({}, {}, {}, {}, {}) for r in rows}
             par = models.TrialParamModel.__table__
             val = models.TrialValueModel.__table__
             ua = models.TrialUserAttributeModel.__table__
@@ -133,7 +137,6 @@ class Shared:
             values = child(val, val.c.objective, val.c.value, val.c.value_type)
             user = child(ua, ua.c.key, ua.c.value_json)
             system = child(sa_, sa_.c.key, sa_.c.value_json)
-        by_id = {r.trial_id: ({}, {}, {}, {}, {}) for r in rows}
         dists: dict[str, object] = {}
         for tid, name, value, dist_json in params:
             dist = dists.get(dist_json)

@@ -144,7 +144,11 @@ def study(
             check_grid_size(st)  # before any worker starts
             with grid_cluster(workers, scheduler) as cluster:
                 alts = _alternatives(st, opts, name, folder, quiet, alternatives, cluster)
-                _told(write_grid(st, folder, quiet=quiet, alternatives=alts, cluster=cluster))
+                report = write_grid(st, folder, quiet=quiet, alternatives=alts,
+                                    cluster=cluster)
+                for w in cluster.warnings() if cluster is not None else ():
+                    typer.echo(f"warning: {w}", err=True)
+            _told(report)
             return
         target = trials or st.spec.search.trials
         report, bar = _reporter(not quiet, target)

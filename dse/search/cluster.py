@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import re
 import time
 from dataclasses import replace
@@ -50,6 +51,7 @@ class GridCluster:
         self.client = None
         self.cluster = None
         self.used: set[str] = set()  # workers that evaluated the last grid's chunks
+        self.trimmed: set[str] = set()  # workers (any grid) started with MALLOC_TRIM_THRESHOLD_
         self.tasks = 0  # tasks the last grid was cut into
 
     @property
@@ -131,6 +133,16 @@ class GridCluster:
         n = len(self.used)
         return f"{n} Dask worker{'s' if n != 1 else ''} of the cluster at {self.scheduler}"
 
+    def warnings(self) -> list[str]:
+        """What slowed the grids down that the user can change (one line each)."""
+        if not self.trimmed:
+            return []
+        n = len(self.trimmed)
+        return [f"{self.option}: {n} Dask worker{'s run' if n != 1 else ' runs'} with "
+                "MALLOC_TRIM_THRESHOLD_ set (Dask's default for `dask worker`), which makes "
+                "the model ~1.6x slower; start them with it unset (README: Large grids on "
+                "many processes or machines)"]
+
     def grid_frame(self, study: Study, total: int) -> pd.DataFrame:
         """The grid of `study` (`total` designs) evaluated by the cluster's workers: first one
         chunk per worker, then the rest in tasks of ~TASK_SECONDS by the first one's time."""
@@ -150,10 +162,12 @@ class GridCluster:
         self.used = set()
         grouped = False
         for future in tasks:
-            lo, frames, seconds, worker = self._result(future)
+            lo, frames, seconds, worker, trimmed = self._result(future)
             future.release()
             parts[lo] = frames
             self.used.add(worker)
+            if trimmed:
+                self.trimmed.add(worker)
             if not grouped:
                 grouped = True
                 group = chunks_per_task(seconds / len(frames), len(rest), slots)
@@ -167,7 +181,7 @@ class GridCluster:
         assert self.client is not None
         return self.client.submit(evaluate_chunks, remote, starts, total, pure=False)
 
-    def _result(self, future) -> tuple[int, list[pd.DataFrame], float, str]:
+    def _result(self, future) -> tuple[int, list[pd.DataFrame], float, str, bool]:
         from distributed import KilledWorker
 
         try:
@@ -191,9 +205,10 @@ def chunks_per_task(chunk_seconds: float, chunks: int, slots: int) -> int:
 
 
 def evaluate_chunks(study: Study, starts: list[int], total: int
-                    ) -> tuple[int, list[pd.DataFrame], float, str]:
+                    ) -> tuple[int, list[pd.DataFrame], float, str, bool]:
     """A task on a worker: the grid's chunks starting at `starts` (each CHUNK designs, the
-    last cut at `total`), their seconds of evaluation and the worker's address."""
+    last cut at `total`), their seconds of evaluation, the worker's address and whether it
+    runs with MALLOC_TRIM_THRESHOLD_ set (the model 1.6x slower: see LOCAL_UNSET)."""
     from dse.search.grid import grid_chunk
 
     began = time.perf_counter()
@@ -205,7 +220,8 @@ def evaluate_chunks(study: Study, starts: list[int], total: int
         worker = get_worker().address
     except (ImportError, ValueError):  # not on a Dask worker (called directly)
         worker = "this process"
-    return starts[0], frames, time.perf_counter() - began, worker
+    return (starts[0], frames, time.perf_counter() - began, worker,
+            "MALLOC_TRIM_THRESHOLD_" in os.environ)
 
 
 def _prepared(study: Study) -> tuple[list, dict]:

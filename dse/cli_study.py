@@ -60,7 +60,8 @@ def study(
         help="Optuna storage shared by workers, e.g. postgresql://user@host/db (default: "
              "the file's storage, else a journal file in the output folder).")] = None,
     workers: Annotated[int, typer.Option(help="Worker processes on this machine (at most "
-                                              f"{MAX_WORKERS}).")] = 1,
+                                              f"{MAX_WORKERS}; with --sampler grid, Dask "
+                                              "workers: the distributed extra).")] = 1,
     seed: Annotated[int | None, typer.Option(help="Sampler seed (default: search.seed).")]
     = None,
     batch: Annotated[int | None, typer.Option(help="Trials asked and evaluated at a time "
@@ -74,7 +75,7 @@ def study(
              "<out>/alternatives/<name>/) and compare them in summary.md.")] = True,
     scheduler: Annotated[str | None, typer.Option(
         help="With --sampler grid: evaluate the grid's chunks on the Dask cluster of this "
-             "scheduler, tcp://host:port (needs dse[distributed]).")] = None,
+             "scheduler, tcp://host:port (needs the distributed extra).")] = None,
     overwrite: Annotated[bool, typer.Option(
         "--overwrite",
         help="Write into an output folder that holds another study's outputs (they are "

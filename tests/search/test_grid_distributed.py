@@ -97,6 +97,13 @@ def test_two_workers_gather_the_one_process_frame(cluster, grid_file: Path,
 
 
 @needs_dask
+def test_grid_frame_reaches_a_scheduler_by_its_address(cluster, grid_file: Path,
+                                                       one_process: pd.DataFrame) -> None:
+    frame = grid_frame(load_study(grid_file), scheduler=cluster.client.scheduler.address)
+    pd.testing.assert_frame_equal(frame, one_process, check_exact=True)
+
+
+@needs_dask
 def test_a_scheduler_address_runs_the_grid_on_its_workers(cluster, grid_file: Path,
                                                           one_process: pd.DataFrame,
                                                           tmp_path: Path) -> None:

@@ -53,6 +53,10 @@ class GridCluster:
         self.used: set[str] = set()  # workers that evaluated the last grid's chunks
         self.trimmed: set[str] = set()  # workers (any grid) started with MALLOC_TRIM_THRESHOLD_
         self.tasks = 0  # tasks the last grid was cut into
+        # chunk start -> the worker that evaluated it last: the next grid (an alternative)
+        # sends the chunk there, where dse.search.memo holds those designs' results
+        self.home: dict[int, str] = {}
+        self.alive: set[str] = set()
 
     @property
     def option(self) -> str:
@@ -156,6 +160,7 @@ class GridCluster:
         [remote] = client.scatter([replace(study, alternatives={})], broadcast=True,
                                   hash=False)
         first, rest = starts[:slots], starts[slots:]
+        self.alive = set(client.scheduler_info()["workers"])
         self.tasks = len(first)
         tasks = as_completed([self._submit(remote, [lo], total) for lo in first])
         parts: dict[int, list[pd.DataFrame]] = {}
@@ -166,20 +171,37 @@ class GridCluster:
             future.release()
             parts[lo] = frames
             self.used.add(worker)
+            self.home.update({lo + i * CHUNK: worker for i in range(len(frames))})
             if trimmed:
                 self.trimmed.add(worker)
             if not grouped:
                 grouped = True
                 group = chunks_per_task(seconds / len(frames), len(rest), slots)
-                for i in range(0, len(rest), group):
-                    tasks.add(self._submit(remote, rest[i:i + group], total))
+                for run in self._runs(rest, group):
+                    tasks.add(self._submit(remote, run, total))
                     self.tasks += 1
         remote.release()
         return pd.concat([f for lo in sorted(parts) for f in parts[lo]], ignore_index=True)
 
+    def _runs(self, starts: list[int], group: int) -> list[list[int]]:
+        """`starts` cut into runs of at most `group` consecutive chunks, a run never spanning
+        two homes (so each goes whole to the worker that holds its designs)."""
+        runs: list[list[int]] = []
+        for lo in starts:
+            if runs and len(runs[-1]) < group and \
+                    self.home.get(lo) == self.home.get(runs[-1][0]):
+                runs[-1].append(lo)
+            else:
+                runs.append([lo])
+        return runs
+
     def _submit(self, remote, starts: list[int], total: int):
+        """A task for chunks `starts`, preferably on their home worker (others may take it
+        when that one is gone or busy: Dask's loose restrictions)."""
         assert self.client is not None
-        return self.client.submit(evaluate_chunks, remote, starts, total, pure=False)
+        home = self.home.get(starts[0])
+        where = {"workers": [home], "allow_other_workers": True} if home in self.alive else {}
+        return self.client.submit(evaluate_chunks, remote, starts, total, pure=False, **where)
 
     def _result(self, future) -> tuple[int, list[pd.DataFrame], float, str, bool]:
         from distributed import KilledWorker

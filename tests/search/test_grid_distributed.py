@@ -97,6 +97,27 @@ def test_two_workers_gather_the_one_process_frame(cluster, grid_file: Path,
 
 
 @needs_dask
+def test_an_alternative_s_chunks_go_where_the_study_s_designs_are_held(
+        cluster, grid_file: Path, tmp_path: Path) -> None:
+    from dse.search import memo
+
+    path = tmp_path / "alt.yaml"
+    path.write_text(GRID + "alternatives:\n  tight:\n    constraints: {area: 700 mm2}\n")
+    study = load_study(path)
+    cluster.client.run(memo.clear)
+    grid_frame(study, cluster=cluster)
+    before = sum(s["misses"] for s in cluster.client.run(memo.stats).values())
+    assert 42_000 < before <= 42_002  # each design once, and the base chip on each worker
+    frame = grid_frame(study.alternatives["tight"], cluster=cluster)
+    after = sum(s["misses"] for s in cluster.client.run(memo.stats).values())
+    # a budget alone changed: every design's model result is held by the worker that
+    # evaluated it, and its chunk goes back there (at random, about half would miss)
+    assert after - before < 0.1 * 42_000
+    pd.testing.assert_frame_equal(frame, grid_frame(study.alternatives["tight"]),
+                                  check_exact=True)
+
+
+@needs_dask
 def test_grid_frame_reaches_a_scheduler_by_its_address(cluster, grid_file: Path,
                                                        one_process: pd.DataFrame) -> None:
     frame = grid_frame(load_study(grid_file), scheduler=cluster.client.scheduler.address)

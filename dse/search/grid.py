@@ -42,10 +42,8 @@ def grid_frame(study: Study, workers: int = 1, scheduler: str | None = None,
     the same designs (CHUNK-aligned) wherever it runs."""
     total = check_grid_size(study)
     if cluster is None and (workers > 1 or scheduler is not None):
-        from dse.search.cluster import GridCluster
-
-        with GridCluster(workers, scheduler) as opened:
-            return opened.grid_frame(study, total)
+        with grid_cluster(workers, scheduler) as opened:
+            return grid_frame(study, cluster=opened)
     if cluster is not None:
         return cluster.grid_frame(study, total)
     axes = grid_axes(study)

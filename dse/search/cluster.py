@@ -160,7 +160,7 @@ class GridCluster:
         [remote] = client.scatter([replace(study, alternatives={})], broadcast=True,
                                   hash=False)
         first, rest = starts[:slots], starts[slots:]
-        self.alive = set(client.scheduler_info()["workers"])
+        self.alive = set(client.nthreads())  # every worker (scheduler_info may list 5)
         self.tasks = len(first)
         tasks = as_completed([self._submit(remote, [lo], total) for lo in first])
         parts: dict[int, list[pd.DataFrame]] = {}

@@ -60,7 +60,8 @@ def study(
         help="Optuna storage shared by workers, e.g. postgresql://user@host/db (default: "
              "the file's storage, else a journal file in the output folder).")] = None,
     workers: Annotated[int, typer.Option(help="Worker processes on this machine (at most "
-                                              f"{MAX_WORKERS}).")] = 1,
+                                              f"{MAX_WORKERS}; with --sampler grid, Dask "
+                                              "workers: the distributed extra).")] = 1,
     seed: Annotated[int | None, typer.Option(help="Sampler seed (default: search.seed).")]
     = None,
     batch: Annotated[int | None, typer.Option(help="Trials asked and evaluated at a time "
@@ -72,6 +73,9 @@ def study(
         "--alternatives/--no-alternatives",
         help="Also run the study file's alternatives (each its own study, outputs in "
              "<out>/alternatives/<name>/) and compare them in summary.md.")] = True,
+    scheduler: Annotated[str | None, typer.Option(
+        help="With --sampler grid: evaluate the grid's chunks on the Dask cluster of this "
+             "scheduler, tcp://host:port (needs the distributed extra).")] = None,
     overwrite: Annotated[bool, typer.Option(
         "--overwrite",
         help="Write into an output folder that holds another study's outputs (they are "
@@ -117,6 +121,13 @@ def study(
     name = sampler or st.spec.search.sampler
     if name not in ("nsga2", "tpe", "random", "gp", "grid"):
         raise DseError(f"--sampler: expected nsga2, tpe, random, gp or grid, found '{name}'")
+    if scheduler is not None and name != "grid":
+        raise DseError(f"--scheduler {scheduler}: only with --sampler grid (a sampled "
+                       "study's workers on several machines share a --storage "
+                       "postgresql://...)")
+    if scheduler is not None and workers > 1:
+        raise DseError(f"--scheduler {scheduler}: the grid runs on that cluster's workers; "
+                       "drop --workers (it starts processes on this machine)")
     folder = runner.out_dir(st, opts)
     if folder.exists() and not folder.is_dir():
         raise DseError(f"--out {folder}: exists and is not a folder")
@@ -125,13 +136,20 @@ def study(
             _one_study_per_folder(folder, st.spec.name)
         if name == "grid":
             from dse.report.study_outputs import write_grid
+            from dse.search.grid import check_grid_size, grid_cluster
 
-            if storage is not None or workers > 1:
-                raise DseError("--sampler grid: the grid runs in this process without a storage; "
-                               "drop --storage and --workers")
-            alts = _alternatives(st, opts, name, folder, quiet, alternatives)
-            with _writing(folder):
-                report = write_grid(st, folder, quiet=quiet, alternatives=alts)
+            if storage is not None:
+                raise DseError("--sampler grid: the grid's designs are evaluated without a "
+                               "storage; drop --storage (--workers N or --scheduler "
+                               "tcp://host:port spread the grid over processes)")
+            check_grid_size(st)  # before any worker starts
+            with grid_cluster(workers, scheduler) as cluster:
+                alts = _alternatives(st, opts, name, folder, quiet, alternatives, cluster)
+                with _writing(folder):
+                    report = write_grid(st, folder, quiet=quiet, alternatives=alts,
+                                        cluster=cluster)
+                for w in cluster.warnings() if cluster is not None else ():
+                    typer.echo(f"warning: {w}", err=True)
             _told(report)
             return
         target = trials or st.spec.search.trials
@@ -267,10 +285,12 @@ def _checked(report):
     return checked
 
 
-def _alternatives(st, opts, sampler: str, folder: Path, quiet: bool, enabled: bool):
+def _alternatives(st, opts, sampler: str, folder: Path, quiet: bool, enabled: bool,
+                  cluster=None):
     """Run each alternative of the study as a study of its own (its outputs in
     <folder>/alternatives/<name>/; its own trials, never more than the main run's) and print
-    a line for each; their reports by name (None: the study has none, or --no-alternatives)."""
+    a line for each; their reports by name (None: the study has none, or --no-alternatives).
+    A grid's chunks go to `cluster` (dse.search.cluster.GridCluster) when there is one."""
     if not st.alternatives or not enabled:
         return None
     from dataclasses import replace
@@ -289,7 +309,7 @@ def _alternatives(st, opts, sampler: str, folder: Path, quiet: bool, enabled: bo
             raise DseError(f"--out {target}: exists and is not a folder")
         started = time.perf_counter()
         if sampler == "grid":
-            rep = write_grid(alt, target, quiet=quiet)
+            rep = write_grid(alt, target, quiet=quiet, cluster=cluster)
         else:
             report, bar = _reporter(not quiet, trials)
             try:

@@ -270,9 +270,10 @@ def write_all(study: Study, opts: Options, sampler: str, wall: float,
 
 
 def write_grid(study: Study, folder: Path, quiet: bool = False,
-               alternatives: dict[str, Report] | None = None) -> Report:
+               alternatives: dict[str, Report] | None = None, cluster=None) -> Report:
     """Evaluate the whole grid and write its outputs; with a sampled run in `folder`, to
-    `folder/grid` and with the hypervolume ratio of the sampled front to the grid's."""
+    `folder/grid` and with the hypervolume ratio of the sampled front to the grid's. With
+    `cluster` (dse.search.cluster.GridCluster) its workers evaluate the grid's chunks."""
     import time
 
     from dse.search.grid import grid_frame
@@ -281,13 +282,14 @@ def write_grid(study: Study, folder: Path, quiet: bool = False,
     target = folder / "grid" if sampled else folder
     target.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    frame = grid_frame(study)
+    frame = grid_frame(study, cluster=cluster)
     wall = time.perf_counter() - started
+    by = f" by {cluster.describe()}" if cluster is not None else ""
     baseline = baseline_of(study)
     t = outputs.Tables(frame, outputs.pareto_frame(study, frame),
                        outputs.reference_frame(study, baseline))
     per_workload = len(frame) * len(study.jobs) / max(wall, 1e-9)
-    run_line = (f"grid of {len(frame):,} designs evaluated in {wall:.2f} s "
+    run_line = (f"grid of {len(frame):,} designs evaluated in {wall:.2f} s{by} "
                 f"({per_workload:,.0f} designs/s per workload); "
                 f"{int(frame['feasible'].sum()):,} feasible, {len(t.pareto)} on the front")
     extra = []

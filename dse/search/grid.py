@@ -4,7 +4,9 @@ front comes to the exhaustive one."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -14,6 +16,9 @@ from dse.search.objective import baseline_of
 from dse.search.outputs import CHUNK, evaluate_frame
 from dse.search.space import Study
 from dse.search.urls import redact
+
+if TYPE_CHECKING:
+    from dse.search.cluster import GridCluster
 
 
 def grid_axes(study: Study) -> list[np.ndarray]:
@@ -25,9 +30,42 @@ def grid_size(study: Study) -> int:
     return math.prod(len(a) for a in grid_axes(study))
 
 
-def grid_frame(study: Study) -> pd.DataFrame:
+def grid_frame(study: Study, workers: int = 1, scheduler: str | None = None,
+               cluster: GridCluster | None = None) -> pd.DataFrame:
     """Every design of the grid, evaluated (`evaluate_frame` columns, `number` = the design's
-    index in C order over the parameters as listed). Refuses grids above search.max_designs."""
+    index in C order over the parameters as listed). Refuses grids above search.max_designs.
+
+    With `workers` > 1 the grid's chunks are evaluated by that many local Dask worker
+    processes, with `scheduler` (tcp://host:port) by that Dask cluster's workers, with
+    `cluster` by an open GridCluster (reused across a study's alternatives). The frame is the
+    same, row for row and bit for bit, however many processes evaluated it: every chunk spans
+    the same designs (CHUNK-aligned) wherever it runs."""
+    total = check_grid_size(study)
+    if cluster is None and (workers > 1 or scheduler is not None):
+        with grid_cluster(workers, scheduler) as opened:
+            return grid_frame(study, cluster=opened)
+    if cluster is not None:
+        return cluster.grid_frame(study, total)
+    axes = grid_axes(study)
+    baseline = baseline_of(study)
+    return pd.concat([grid_chunk(study, axes, baseline, lo, min(lo + CHUNK, total))
+                      for lo in range(0, total, CHUNK)], ignore_index=True)
+
+
+def grid_cluster(workers: int = 1, scheduler: str | None = None
+                 ) -> contextlib.AbstractContextManager[GridCluster | None]:
+    """The Dask cluster a command's grids run on (its study's and its alternatives'): None
+    for one process, else an open GridCluster of `workers` local processes or of the
+    cluster at `scheduler`."""
+    if workers <= 1 and scheduler is None:
+        return contextlib.nullcontext()
+    from dse.search.cluster import GridCluster
+
+    return GridCluster(workers, scheduler)
+
+
+def check_grid_size(study: Study) -> int:
+    """The grid's number of designs; one line naming search.max_designs above it."""
     axes = grid_axes(study)
     total = math.prod(len(a) for a in axes)
     limit = study.spec.search.max_designs
@@ -36,17 +74,20 @@ def grid_frame(study: Study) -> pd.DataFrame:
         raise DseError(f"{study.path}: search.max_designs: the grid has {total:,} designs "
                        f"({sizes}), more than the limit of {limit:,}; lower "
                        "search.grid_points, widen steps, or raise search.max_designs")
-    baseline = baseline_of(study)
-    parts = []
+    return total
+
+
+def grid_chunk(study: Study, axes: list[np.ndarray], baseline: dict[str, dict[str, float]],
+               lo: int, hi: int) -> pd.DataFrame:
+    """Designs lo..hi-1 of the grid (at most CHUNK of them), evaluated in one vectorized
+    call: the unit of work wherever the grid runs (this process or a Dask worker)."""
     shape = tuple(len(a) for a in axes)
-    for lo in range(0, total, CHUNK):
-        idx = np.unravel_index(np.arange(lo, min(lo + CHUNK, total)), shape)
-        params = {p.path: axes[j][idx[j]] for j, p in enumerate(study.params)}
-        part = evaluate_frame(study, params, baseline)
-        part.insert(0, "number", np.arange(lo, lo + len(part)))
-        part.insert(1, "state", "COMPLETE")
-        parts.append(part)
-    return pd.concat(parts, ignore_index=True)
+    idx = np.unravel_index(np.arange(lo, hi), shape)
+    params = {p.path: axes[j][idx[j]] for j, p in enumerate(study.params)}
+    part = evaluate_frame(study, params, baseline)
+    part.insert(0, "number", np.arange(lo, lo + len(part)))
+    part.insert(1, "state", "COMPLETE")
+    return part
 
 
 def store_grid(study: Study, frame: pd.DataFrame, url: str) -> int:

@@ -350,6 +350,9 @@ def study_arguments(draw: st.DrawFn, out: str = "{out}") -> list[str]:
              "postgresql://dse@127.0.0.1:1/db", "mysql://x/y", "/dev/null"])]
     if draw(st.integers(0, 3)) == 0:
         args += ["--seed", mostly(draw, ["0", "7"], ["-1", "x", str(2**64)])]
+    if draw(st.integers(0, 5)) == 0:  # a grid's Dask scheduler: malformed (refused at once)
+        args += ["--scheduler", draw(st.sampled_from(["", "x", "tcp://127.0.0.1",
+                                                      "tcp://127.0.0.1:0", "http://h:1"]))]
     return args
 
 

@@ -217,7 +217,7 @@ def test_grid_mode_and_hypervolume_ratio(tmp_path: Path) -> None:
 def test_grid_above_its_limit_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "g.yaml"
     path.write_text((DATA / "tiny-grid.yaml").read_text() + "  max_designs: 100\n")
-    r = CliRunner().invoke(app, ["study", str(path)])
+    r = CliRunner().invoke(app, ["study", str(path), "--out", str(tmp_path / "out")])
     assert r.exit_code == 2
     assert "280 designs" in r.output and "search.max_designs" in r.output
 

@@ -161,18 +161,20 @@ class Journal(JournalFileBackend):
     """Optuna's journal file backend with kernel-released locks, healing and whole appends
     (module docstring)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, full: bool = True) -> None:
+        """`full`: decode every record on open (a command opening the journal); else only
+        the tail is checked (a worker, whose command has just checked every record)."""
         self.path = Path(path)
         self.notices: list[str] = []
         self._pending: list[dict] | None = None  # records held by `batch()`
         lock = FlockLock(self.path) if fcntl else None
         super().__init__(str(self.path), lock_obj=lock)
-        self._heal_locked()
+        self._heal_locked(full)
 
-    def _heal_locked(self) -> None:
+    def _heal_locked(self, full: bool) -> None:
         self._lock.acquire()
         try:
-            note = heal(self.path)
+            note = heal(self.path, full=full)
         finally:
             self._lock.release()
         if note:

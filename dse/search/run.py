@@ -98,8 +98,9 @@ def _rdb(url: str) -> optuna.storages.RDBStorage:
     raise AssertionError("unreachable")
 
 
-def open_storage(url: str) -> optuna.storages.BaseStorage:
-    """A journal file (a path) or a database (a URL with ://)."""
+def open_storage(url: str, checked: bool = False) -> optuna.storages.BaseStorage:
+    """A journal file (a path) or a database (a URL with ://). `checked`: the journal's
+    records were all decoded by this command already (a worker's open checks the tail)."""
     if "://" in url:
         try:
             return _rdb(url)
@@ -118,7 +119,7 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
                        f"({e.strerror or e})") from None
     if path.exists() and not path.is_file():
         raise DseError(f"{path}: expected an Optuna journal file, found a folder")
-    backend = Journal(path)  # kernel-released locks, a torn tail healed, whole appends
+    backend = Journal(path, full=not checked)  # kernel-released locks, a torn tail healed
     for note in backend.notices:
         print(f"warning: {note}", file=sys.stderr)
     return optuna.storages.JournalStorage(backend)
@@ -343,24 +344,21 @@ def _run_workers(study: Study, opts: Options, url: str, workers: int,
     prog = Progress(done=database.retrying("the run", share.complete))
     before = prog.done
     spec = pool.Spec(study.path, study.alternative, url, opts.trials, opts.batch, opts.seed,
-                     opts.sampler)
+                     opts.sampler, workers)
     bad: list[int] = []
     if workers == 1:
         pool.work(spec, 0, report=lambda done: _polled(prog, before, done, report))
     else:
         ctx = mp.get_context("spawn")
-        procs = [ctx.Process(target=pool.run_worker, args=(spec, i), daemon=False)
+        progress = ctx.Value("q", before)
+        procs = [ctx.Process(target=pool.run_worker, args=(spec, i, progress), daemon=False)
                  for i in range(workers)]
         for p in procs:
             p.start()
         try:
             while any(p.is_alive() for p in procs):
                 time.sleep(0.5)
-                try:  # progress only: a database restarting is waited for by the workers
-                    _polled(prog, before, share.complete(), report)
-                except Exception as e:
-                    if not database.transient(e):
-                        raise
+                _polled(prog, before, progress.value, report)
         except KeyboardInterrupt:
             for p in procs:
                 p.terminate()

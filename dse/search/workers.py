@@ -101,15 +101,23 @@ class Spec:
     batch: int | None
     seed: int | None
     sampler: str | None
+    workers: int = 1  # the command's worker processes: the last batches are shared out
 
 
-def run_worker(spec: Spec, index: int) -> None:
+def run_worker(spec: Spec, index: int, progress=None) -> None:
     """A worker process's body: its batches until the budget is complete. Errors end it with
-    one line on stderr and exit status 2 (bad input, a storage it cannot use) or 1."""
+    one line on stderr and exit status 2 (bad input, a storage it cannot use) or 1.
+    `progress`: a shared integer (multiprocessing.Value) raised to the study's COMPLETE
+    trials after each commit, which the command shows (it reads no storage to do so)."""
     logging.getLogger("optuna").setLevel(logging.WARNING)
     parent = os.getppid()
+
+    def report(done: int) -> None:
+        if progress is not None:
+            with progress.get_lock():
+                progress.value = max(progress.value, done)
     try:
-        work(spec, index, orphaned=lambda: os.getppid() != parent)
+        work(spec, index, report=report, orphaned=lambda: os.getppid() != parent)
     except KeyboardInterrupt:
         sys.exit(130)  # the command's Ctrl-C (or SIGTERM): the parent reports it
     except DseError as e:
@@ -139,7 +147,7 @@ def work(spec: Spec, index: int, report: Callable[[int], None] | None = None,
     search = study.spec.search
     target = spec.trials or search.trials
     batch = spec.batch or search.batch
-    storage = open_storage(spec.url)
+    storage = open_storage(spec.url, checked=True)  # the command checked every record
     name = study.spec.name
     stored = database.retrying(f"worker {index}", lambda: optuna.load_study(
         study_name=name, storage=storage))
@@ -155,7 +163,10 @@ def work(spec: Spec, index: int, report: Callable[[int], None] | None = None,
     baseline = baseline_of(study)
     done, wrote = len(known), 0
     while done < target:
-        asked = [mem.ask(dists) for _ in range(batch)]
+        # the last batches shared out among the workers, so none evaluates a whole batch the
+        # budget has no room for
+        k = min(batch, max(1, -(-(target - done) // max(spec.workers, 1))))
+        asked = [mem.ask(dists) for _ in range(k)]
         outcome = evaluate_designs(study, study.designs(params_of(study, asked)), baseline)
         tell_batch(mem, study, asked, outcome)
         finished = [_stamped(mem._storage.get_trial(t._trial_id), token) for t in asked]

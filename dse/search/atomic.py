@@ -19,8 +19,6 @@ import errno
 import os
 import re
 import shutil
-import signal
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -176,17 +174,10 @@ class Interrupted(KeyboardInterrupt):
 @contextlib.contextmanager
 def _held_signals() -> Iterator[None]:
     """Hold Ctrl-C and SIGTERM while the outputs are moved in (a few renames), then raise
-    Interrupted: the set is moved in whole. Outside the main thread, nothing held."""
-    if threading.current_thread() is not threading.main_thread():
+    Interrupted: the set is moved in whole."""
+    from dse.search import signals
+
+    with signals.held() as caught:
         yield
-        return
-    caught: list[int] = []
-    held = [s for s in (signal.SIGINT, getattr(signal, "SIGTERM", None)) if s is not None]
-    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in held}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
     if caught:
         raise Interrupted

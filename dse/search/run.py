@@ -16,9 +16,7 @@ from __future__ import annotations
 import contextlib
 import math
 import multiprocessing as mp
-import signal
 import sys
-import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -31,7 +29,7 @@ import optuna
 from optuna.trial import TrialState
 
 from dse.errors import DseError
-from dse.search import database, journal
+from dse.search import database, journal, signals
 from dse.search.journal import Journal
 from dse.search.objective import Outcome, baseline_of, evaluate_designs
 from dse.search.space import Study
@@ -302,23 +300,14 @@ def run(study: Study, opts: Options, report: Callable[[Progress], None] | None =
 @contextlib.contextmanager
 def _no_interrupt() -> Iterator[None]:
     """Hold a Ctrl-C (SIGINT) or SIGTERM (which the command takes as Ctrl-C) until the block
-    ends, then raise KeyboardInterrupt: the batch is stored whole or not at all. Outside the
-    main thread, nothing is held."""
-    if threading.current_thread() is not threading.main_thread():
+    ends, then hand it to the command's handler and raise KeyboardInterrupt: the batch is
+    stored whole or not at all."""
+    with signals.held() as caught:
         yield
-        return
-    caught: list[int] = []
-    held = (signal.SIGINT, signal.SIGTERM)
-    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in held}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
     if caught:
-        handler = previous[caught[0]]
+        signum, handler = caught[0]
         if callable(handler):
-            handler(caught[0], None)  # the command's own handler (it counts the signal)
+            handler(signum, None)  # the command's own handler (it counts the signal)
         raise KeyboardInterrupt
 
 

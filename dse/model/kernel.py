@@ -118,7 +118,7 @@ def issue_factor(batch: DesignBatch, shape: np.ndarray, dtypes: list[str],
     if batch.blocks:
         out = wave_factor(shape, batch.tile, batch.units, batch.blocks, is_matrix)
     if np.isfinite(batch.align_bytes).any():
-        size = np.array([DTYPE_BYTES.get(d, 2.0) for d in dtypes])
+        size = np.array([DTYPE_BYTES[d] for d in dtypes])
         # The rule is the library GEMM's: fused attention kernels pad their tiles themselves,
         # and a dimension that is an average (a mean context, a mean SQuAD length) is no
         # one shape's leading dimension.

@@ -178,7 +178,7 @@ def chip_ops(table: OpTable, ex: Execution, stages_in_sequence: bool = True,
         # Their backward (FlashAttention's, Dao 2023 Alg. 2) keeps the score-sized tensors
         # on chip too: the scores' gradient that the score step reads, the probabilities and
         # their gradient the value step reads and writes, all of the softmax's.
-        size = np.array([DTYPE_BYTES.get(d, 2.0) for d in table.dtype.tolist()])
+        size = np.array([DTYPE_BYTES[d] for d in table.dtype.tolist()])
         for kind, dims, moved in (("attention_score", (0, 1), (read,)),
                                   ("attention_value", (0, 2), (read, written)),
                                   ("softmax", None, (read, written))):

@@ -29,13 +29,27 @@ from dse.workloads.optable import PLACED_CLASSES
 WORKSPACE = "workspace"  # the largest activation working set of one operator instance
 
 
+def _known(name: str, what: str) -> None:
+    """ValueError unless `name` is a placed class (a POLICY name): a class no rule places
+    would otherwise be dropped, its bytes fitting nowhere yet counted nowhere."""
+    if name not in PLACED:
+        raise ValueError(f"{what} '{name}' is not a placed tensor class; expected one of: "
+                         f"{', '.join(PLACED)}")
+
+
 @dataclass(frozen=True)
 class Footprint:
-    """Bytes per chip of each placed class (a POLICY name): scalars or [N] arrays."""
+    """Bytes per chip of each placed class (a POLICY name): scalars or [N] arrays. A class
+    left out holds 0 bytes; a name that is not a placed class is an error."""
 
     bytes: dict[str, np.ndarray]
 
+    def __post_init__(self) -> None:
+        for name in self.bytes:
+            _known(name, "footprint of")
+
     def __getitem__(self, name: str) -> np.ndarray:
+        _known(name, "footprint of")
         return self.bytes.get(name, np.zeros(()))
 
 
@@ -83,8 +97,18 @@ class Placement:
 def place(batch: DesignBatch, footprint: Footprint,
           allowed: dict[str, tuple[str, ...]] | None = None) -> Placement:
     """Place each class of `footprint` into the levels its rule allows, in POLICY order;
-    `allowed` confines a class to the named levels (a training scenario's offload)."""
+    `allowed` confines a class to the named levels (a training scenario's offload). A class
+    or level name `allowed` does not know is an error, as is a footprint class no rule places
+    (`Footprint` refuses those when built)."""
     n, lv = batch.n, batch.levels
+    for name in footprint.bytes:  # a Footprint whose dict was changed after it was built
+        _known(name, "footprint of")
+    for name, levels in (allowed or {}).items():
+        _known(name, "offload of")
+        unknown = [lv_ for lv_ in levels if lv_ not in batch.level_names]
+        if unknown:
+            raise ValueError(f"offload of '{name}': no memory level '{unknown[0]}'; expected "
+                             f"one of: {', '.join(batch.level_names)}")
     free = batch.resident_capacity.copy()
     fraction = np.zeros((n, len(POLICY), lv))
     short = np.zeros(n)

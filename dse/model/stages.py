@@ -237,6 +237,30 @@ def spent(time: np.ndarray, count: np.ndarray) -> np.ndarray:
         return np.where(count > 0, time * count, 0.0)
 
 
+class NonFiniteError(ValueError):
+    """A stage handed on a NaN or infinite value where the model's rule is a finite one: a
+    bug in the model, never a property of the input (an internal error, exit 1). Fields:
+    the stage, the metric, the first design (index) and its value."""
+
+    def __init__(self, stage: str, metric: str, design: int, value: float, detail: str = ""):
+        self.stage, self.metric, self.design, self.value = stage, metric, design, value
+        super().__init__(f"stage {stage}: {metric} of design {design} is {value}"
+                         + (f" ({detail})" if detail else ""))
+
+
+def _check_step_time(names: np.ndarray, per: np.ndarray, total: np.ndarray,
+                     flagged: np.ndarray) -> None:
+    """NonFiniteError unless the step time is finite wherever no operator lacks a rate and
+    no collective lacks a link (`flagged`: the designs infeasible for those reasons, whose
+    time is infinite by design)."""
+    bad = ~np.isfinite(total) & ~flagged
+    if bad.any():
+        i = int(np.argmax(bad))
+        j = int(np.argmax(~np.isfinite(per[i])))
+        raise NonFiniteError("step", "step_time_s", i, float(total[i]),
+                             f"first non-finite: {names[j]}, {per[i, j]} s")
+
+
 def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: np.ndarray) -> Step:
     """Operators and collectives of one step joined (stage `step`): counts, times, bounds
     and the step's total time per design."""
@@ -246,6 +270,10 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
                             np.broadcast_to(coll.count, (n, nc))], axis=1)
     time = np.concatenate([t.time, t_coll], axis=1)
     per = spent(time, count)
+    total = per.sum(axis=1)
+    no_link = ~np.all(np.isfinite(t_coll), axis=1)
+    names = np.concatenate([ops.name, coll.name])
+    _check_step_time(names, per, total, t.missing_rate | no_link)
     link_bytes = np.zeros(np.shape(ops.count))  # operators send nothing over the links
     if nc:
         volume = collective_volume(coll)
@@ -254,7 +282,7 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
                                   for a in (link_bytes, volume))
         link_bytes = np.concatenate([link_bytes, volume], axis=-1)
     return Step(
-        ops=ops, names=np.concatenate([ops.name, coll.name]),
+        ops=ops, names=names,
         precision=np.concatenate([ops.dtype.astype(object), np.full(nc, "", dtype=object)]),
         matrix=np.concatenate([ops.is_matrix, np.zeros(nc, dtype=bool)]),
         link_bytes=link_bytes,
@@ -265,8 +293,8 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
         compute=t.compute,
         time=time,
         bound=np.concatenate([t.bound, np.full((n, nc), INTERCONNECT)], axis=1),
-        total=per.sum(axis=1),
-        missing_rate=t.missing_rate, no_link=~np.all(np.isfinite(t_coll), axis=1))
+        total=total,
+        missing_rate=t.missing_rate, no_link=no_link)
 
 
 def phase_metrics(f: Facts, st: Step, sequences: np.ndarray | float, chips: int,
@@ -306,7 +334,14 @@ def phase_metrics(f: Facts, st: Step, sequences: np.ndarray | float, chips: int,
         m["samples_per_s"] = sequences / total
         if not f.gathers:  # a recommender's samples have no tokens
             m["tokens_per_s_per_chip"] = sequences * s_in / total / chips
-    return {k: np.broadcast_to(v, (n,)).astype(float) for k, v in m.items()}
+    out = {k: np.broadcast_to(v, (n,)).astype(float) for k, v in m.items()}
+    timed_ = np.isfinite(st.total)  # the rest lack a rate or a link: infeasible by design
+    for k, v in out.items():
+        if m[k] is not nan and not np.isfinite(v[timed_]).all():
+            i = int(np.argmax(timed_ & ~np.isfinite(v)))
+            raise NonFiniteError("metrics", k, i, float(v[i]),
+                                 f"phase {phase}, step time {st.total[i]} s")
+    return out
 
 
 def fit_text(db: DesignBatch, fp: Footprint, short: np.ndarray) -> np.ndarray:

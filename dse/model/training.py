@@ -64,7 +64,7 @@ from dse.model.stages import (
 from dse.model.training_memory import TrainingMemory, TrainingPlan, plan_training_memory
 from dse.spec.workload import Scenario, Training, TransformerSpec, parameter_counts
 from dse.workloads import lower
-from dse.workloads.optable import MATRIX_KINDS, OpTable
+from dse.workloads.optable import MATRIX_KINDS, TENSOR_CLASSES, OpTable
 from dse.workloads.training import TRAINING_PRECISIONS, state_bytes
 from dse.workloads.transformer import DTYPE_BYTES, PRECISIONS, attention_pairs
 
@@ -369,6 +369,10 @@ def _with_training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scena
     """The tensor-parallel collectives of the table (already counted per micro-batch), the
     pipeline sends of every micro-batch both ways, and the data-parallel ones."""
     names, kinds, stages = list(coll.name), list(coll.kind), list(coll.stage)
+    if ex.pp > 1 and "stage_send" not in names:  # its count is scaled per micro-batch below
+        raise ValueError(f"training with pp = {ex.pp}: the table's collectives have no "
+                         f"'stage_send' (the pipeline's sends); found: "
+                         f"{', '.join(names) or 'none'}")
     groups, sizes, counts = list(coll.group), list(coll.nbytes.T), list(coll.count.T)
     t = sc.training or Training()
     for j, name in enumerate(names):
@@ -447,18 +451,22 @@ def _overlapped(st: Step, m: float) -> Step:
     names = st.names.tolist()
 
     def attention(suffix: str) -> np.ndarray:  # [N] one instance of a layer's attention
-        rows = [names.index(n + suffix) for n in ("attn_score", "softmax", "attn_value")
-                if n + suffix in names]
-        return st.time[:, rows].sum(axis=1) if rows else np.zeros(len(st.total))
+        wanted = [n + suffix for n in ("attn_score", "softmax", "attn_value")]
+        missing = [n for n in wanted if n not in names]
+        if missing:  # the exchange would show whole: a window of 0 s
+            raise ValueError(f"overlap window of the context-parallel exchange: no operator "
+                             f"{', '.join(missing)} in the training step")
+        return st.time[:, [names.index(n) for n in wanted]].sum(axis=1)
 
-    windows = {"gradients.all_reduce": bwd, "gradients.reduce_scatter": bwd,
-               "parameters.all_gather": fwd, "parameters.gather": (fwd + bwd) / 2.0,
-               "context.kv_all_gather": attention(""),
-               "context.kv_reduce_scatter": attention(".backward")}
+    windows = {"gradients.all_reduce": lambda: bwd, "gradients.reduce_scatter": lambda: bwd,
+               "parameters.all_gather": lambda: fwd,
+               "parameters.gather": lambda: (fwd + bwd) / 2.0,
+               "context.kv_all_gather": lambda: attention(""),
+               "context.kv_reduce_scatter": lambda: attention(".backward")}
     time = st.time.copy()
     for j, name in enumerate(names):
         if name in windows:
-            time[:, j] = np.maximum(time[:, j] - windows[name], 0.0)
+            time[:, j] = np.maximum(time[:, j] - windows[name](), 0.0)
     return dataclasses.replace(st, time=time, total=spent(time, st.count).sum(axis=1))
 
 
@@ -470,7 +478,7 @@ def _with_extra(st: Step, db: DesignBatch, ex: Execution, t: Training, mem: Trai
         np.zeros(db.n)
     squeeze = np.zeros(db.n)
     if t.compression is not None:
-        written = ops.written[..., 1]  # activations (TENSOR_CLASSES order)
+        written = ops.written[..., TENSOR_CLASSES.index("activations")]
         stored = np.sum(np.broadcast_to(written * ops.count, (db.n, len(ops.name)))
                         * (ops.stage == "forward"), axis=1)
         rate = db.vector_peak.get("fp32", db.matrix_peak.get("fp32", np.full(db.n, np.inf)))

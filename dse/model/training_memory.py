@@ -161,16 +161,25 @@ def recompute_flop_multiplier(m: TransformerSpec, seq: ArrayLike,
 
 
 def _validate(p: TrainingPlan) -> None:
+    """ValueError naming the first field out of range; NaN and infinity are out of every
+    range (a comparison with NaN is false, so each check asks for the good values)."""
+    def finite(name: str) -> np.ndarray:
+        v = _a(getattr(p, name))
+        if not np.all(np.isfinite(v)):
+            raise ValueError(f"{name}: expected a finite number, found "
+                             f"{v.flat[int(np.argmin(np.isfinite(v)))]}")
+        return v
+
     for name in ("seq", "micro_batch", "tp", "pp", "dp", "cp", "ep", "virtual_stages"):
-        if np.any(_a(getattr(p, name)) < 1):
+        if not np.all(finite(name) >= 1):
             raise ValueError(f"{name}: expected >= 1")
-    if np.any(_a(p.compression) < 1):
+    if not np.all(finite("compression") >= 1):
         raise ValueError("compression: expected a factor >= 1")
     if not np.all(np.isin(_a(p.zero), (0, 1, 2, 3))):
         raise ValueError("zero: expected a stage 0, 1, 2 or 3")
     for name in ("offload_optimizer", "offload_params"):
         share = _a(getattr(p, name))
-        if np.any((share < 0) | (share > 1)):
+        if not np.all((share >= 0) & (share <= 1)):
             raise ValueError(f"{name}: expected a share in [0, 1] or a bool")
 
 

@@ -33,6 +33,16 @@ class TensorClass:
     per_sequence: bool = False
     """Its size grows with the sequences in flight (the KV cache): batch max sizes on it."""
 
+    def __post_init__(self) -> None:
+        if self.operand not in OPERAND_ROLES:
+            raise ValueError(f"tensor class {self.name}: unknown GEMM-operand role "
+                             f"'{self.operand}'; expected one of: "
+                             f"{', '.join(repr(r) for r in OPERAND_ROLES)}")
+
+
+# GEMM-operand roles a tensor class may take (TensorClass.operand).
+OPERAND_ROLES = ("a", "b", "")
+
 
 CLASSES: tuple[TensorClass, ...] = (
     TensorClass("weights", placed=True, operand="b"),
@@ -46,6 +56,8 @@ CLASSES: tuple[TensorClass, ...] = (
     # once per step by the optimizer; a scenario may keep it in a slower tier (offload)
     TensorClass("optimizer_state", placed=True, operand=""),
 )
+# Bytes per element of each data type an operator computes in or stores its weights in.
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 # Tensor classes, in column order of `read` and `written`.
 TENSOR_CLASSES = tuple(c.name for c in CLASSES)
 PLACED_CLASSES = tuple(c.name for c in CLASSES if c.placed)
@@ -178,7 +190,8 @@ class OpTable:
     def from_rows(rows: list[OpRow], facts: Facts) -> OpTable:
         """Arrays from rows. A row's numbers may be [N] arrays (one value per design, when
         the batch differs by design): every quantity is then [N, I] ([N, I, C] by class,
-        [N, I, 4] shapes), else [I]. Unknown kinds, splits or tensor classes are errors."""
+        [N, I, 4] shapes), else [I]. Unknown kinds, splits, tensor classes or data types are
+        errors."""
         for cls in facts.resident:
             if cls not in PLACED_CLASSES:
                 raise ValueError(f"resident bytes of '{cls}', which is not a placed tensor "
@@ -187,6 +200,10 @@ class OpTable:
             if r.kind not in KINDS:
                 raise ValueError(f"operator {r.name}: unknown kind '{r.kind}'; expected one "
                                  f"of: {', '.join(KINDS)}")
+            for what, dtype in (("data type", r.dtype), ("weight data type", r.wdtype)):
+                if dtype not in DTYPE_BYTES and not (what == "weight data type" and dtype == ""):
+                    raise ValueError(f"operator {r.name}: unknown {what} '{dtype}'; expected "
+                                     f"one of: {', '.join(DTYPE_BYTES)}")
             if r.split not in SPLITS:
                 raise ValueError(f"operator {r.name}: unknown split '{r.split}'; expected one "
                                  f"of: {', '.join(SPLITS)}")

@@ -21,7 +21,7 @@ import numpy as np
 
 from dse.spec.workload import Scenario, TransformerSpec, parameter_counts
 from dse.workloads import training
-from dse.workloads.optable import Facts, OpRow, OpTable
+from dse.workloads.optable import DTYPE_BYTES, Facts, OpRow, OpTable
 from dse.workloads.serving import Iteration, engine_of, iteration, kv_tokens
 
 # FLOPs per element of the vector-unit operators (operation counts of the usual kernels).
@@ -42,8 +42,6 @@ FLOP_PER_ELEMENT = {
     "residual": 1.0,
     "rope": 3.0,  # x*cos + rotate(x)*sin with precomputed tables: 2 multiplies, 1 add
 }
-# Bytes per element of each data type.
-DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 # 4-bit weight-only quantization stores one fp16 scale per group of 128 weights (the default
 # group size of GPTQ and AWQ): 0.5 + 2/128 bytes per weight.
 INT4_GROUP_SIZE = 128

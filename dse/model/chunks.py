@@ -23,6 +23,7 @@ import numpy as np
 
 from dse.errors import DseError
 from dse.model.batch import DesignBatch, design_batch
+from dse.model.reasons import Reasons
 
 # Designs per pass of the pipeline: ~12 KB of working set per design for a Transformer step
 # (19-22 operators, 3-4 levels; serve with batch max: 190 MB for 16,384 designs, measured
@@ -101,6 +102,10 @@ def chunked(evaluate: F) -> F:
     return run  # type: ignore[return-value]
 
 
+class _Parts(list):
+    """The Reasons of each chunk, in order."""
+
+
 class _Joined:
     """One Evaluation of the designs of `db` filled in from the Evaluations of its chunks, in
     order: per-design arrays (and dicts and dataclasses of them) written into arrays over
@@ -115,6 +120,8 @@ class _Joined:
                        for f in dataclasses.fields(first) if f.init and f.name not in _SHARED}
 
     def _allocate(self, value: Any) -> Any:
+        if isinstance(value, Reasons):  # joined at the end, still unworded
+            return _Parts()
         if isinstance(value, np.ndarray) and value.ndim and value.shape[0] == self.n:
             if value.dtype.kind in "US":  # text of any length: joined at the end
                 return []
@@ -147,6 +154,8 @@ class _Joined:
     def result(self) -> Any:
         """The Evaluation of every design."""
         def build(template: Any, target: Any) -> Any:
+            if isinstance(target, _Parts):
+                return Reasons.concatenate(target)
             if isinstance(target, list):
                 return np.concatenate(target)
             if isinstance(target, dict) and isinstance(template, dict):

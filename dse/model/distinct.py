@@ -28,19 +28,29 @@ def distinct_rows(rows: ArrayLike, alpha: ArrayLike, draws: ArrayLike,
     count takes that share of its bucket). Broadcasts over all arguments."""
     shape = np.broadcast_shapes(*(np.shape(x) for x in (rows, alpha, draws)),
                                 np.shape(hottest) if hottest is not None else ())
-    r, a, n = (np.broadcast_to(np.asarray(x, dtype=float), shape) for x in (rows, alpha, draws))
-    if np.any(n < 0) or not np.all(np.isfinite(n)):
+    rows, alpha, draws = (_one_value(x) for x in (rows, alpha, draws))
+    if np.any(draws < 0) or not np.all(np.isfinite(draws)):
         raise ValueError("lookups per batch must be finite and >= 0")
-    if hottest is not None and r.ndim == 0 and n.ndim == 0:
-        return _cumulative(float(r), float(a), float(n), hottest)
-    weight, p = popularity_nodes(r, a)  # [..., K]
-    touched = -np.expm1(-n[..., None] * p)
+    # The nodes at the arguments' own shape (one table: once, not once per design), then
+    # broadcast: the same numbers as nodes computed per element.
+    weight, p = popularity_nodes(*np.broadcast_arrays(rows, alpha))  # [..., K]
+    touched = -np.expm1(-draws[..., None] * p)
     if hottest is None:
-        return (weight * touched).sum(axis=-1)
+        return np.broadcast_to((weight * touched).sum(axis=-1), shape).copy()
     lo = np.cumsum(weight, axis=-1) - weight  # rows before each node
     k = np.broadcast_to(np.asarray(hottest, dtype=float), shape)[..., None]
     inside = np.clip(k - lo, 0.0, weight)
     return (inside * touched).sum(axis=-1)
+
+
+def _one_value(x: ArrayLike) -> np.ndarray:
+    """x as a float array, 0-d where it holds one value repeated by broadcasting (every
+    stride 0), so a table's rows, Zipf exponent and batch broadcast to the per-design shape
+    still compute their popularity nodes once."""
+    arr = np.asarray(x, dtype=float)
+    if arr.ndim and arr.size and not any(arr.strides):
+        return np.asarray(arr[(0,) * arr.ndim])
+    return arr
 
 
 def distinct_share(rows: ArrayLike, alpha: ArrayLike, draws: ArrayLike,
@@ -50,12 +60,3 @@ def distinct_share(rows: ArrayLike, alpha: ArrayLike, draws: ArrayLike,
     whole = distinct_rows(rows, alpha, draws)
     part = distinct_rows(rows, alpha, draws, hottest)
     return np.divide(part, whole, out=np.zeros(np.shape(part)), where=whole > 0).clip(0, 1)
-
-
-def _cumulative(rows: float, alpha: float, draws: float, hottest: ArrayLike) -> np.ndarray:
-    """distinct_rows for one table and one batch at many `hottest` counts: the running sum
-    over the nodes once, then linear within a node (the same rule as the general path)."""
-    weight, p = popularity_nodes(np.asarray(rows), np.asarray(alpha))
-    edges = np.concatenate([[0.0], np.cumsum(weight)])
-    at = np.concatenate([[0.0], np.cumsum(weight * -np.expm1(-draws * p))])
-    return np.interp(np.asarray(hottest, dtype=float), edges, at)

@@ -59,6 +59,7 @@ from dse.model.parallel import chip_ops, collective_times
 from dse.model.placement import WORKSPACE, Placement, place
 from dse.model.power import StepEnergy, step_energy
 from dse.model.power_stage import static_power, with_power
+from dse.model.reasons import Reasons
 from dse.model.stages import (
     LATENCY_PHASES,
     METRICS,
@@ -66,7 +67,7 @@ from dse.model.stages import (
     Step,
     access,
     activation_bytes,
-    fit_text,
+    fit_word,
     footprint,
     phase_metrics,
     step,
@@ -114,7 +115,7 @@ class Evaluation:
     pp: int
     batch: DesignBatch
     feasible: np.ndarray  # [N] bool
-    reason: np.ndarray  # [N] str ("" when feasible)
+    reason: Reasons  # [N] str ("" when feasible), worded when read (dse.model.reasons)
     sequences: np.ndarray  # [N] sequences per data-parallel replica
     metrics: dict[str, np.ndarray]  # name -> [N] (NaN: not applicable or infeasible)
     memory_bytes: np.ndarray  # [N, L] bytes per chip held in each level
@@ -178,7 +179,7 @@ class Evaluation:
             k: (np.array(generation_names(v), dtype=object) if k.endswith(".generation")
                 else v) for k, v in self.batch.overrides.items()}  # generations by name
         cols["feasible"] = self.feasible
-        cols["reason"] = self.reason
+        cols["reason"] = np.asarray(self.reason)
         cols["sequences_per_replica"] = self.sequences
         cols.update(self.metrics)
         for level, name in enumerate(self.level_names):
@@ -226,7 +227,7 @@ class Run:
     step: Step
     placement: Placement
     feasible: np.ndarray
-    reason: np.ndarray
+    reason: Reasons
     metrics: dict[str, np.ndarray]
 
 
@@ -405,8 +406,8 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     if sc.phase == "training" and wl.kind == "transformer":
         tr = training.run(db, wl, sc, ex)
         run = Run(step=tr.step, placement=tr.placement, feasible=tr.feasible,
-                  reason=tr.reason, metrics={**{k: np.full(db.n, np.nan) for k in METRICS},
-                                             **tr.metrics})
+                  reason=Reasons.of(tr.reason),
+                  metrics={**{k: np.full(db.n, np.nan) for k in METRICS}, **tr.metrics})
         seqs = np.full(db.n, float(sc.batch) / ex.dp)
         none_fit = np.zeros(db.n, dtype=bool)
         setup = {**tr.setup, **{f"memory_{k}_bytes": v for k, v in tr.memory.items()}}
@@ -427,8 +428,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
         else:
             seqs, run = _best(db, wl, sc, ex, np.maximum(most, 1.0))
     step = run.step
-    reason = run.reason.copy()
-    reason[none_fit] = "not even one sequence fits: " + reason[none_fit]
+    reason = run.reason.prefixed(none_fit, "not even one sequence fits: ")
     feasible = run.feasible & ~none_fit
     raw = dict(run.metrics)
     limited, energy = None, None
@@ -441,7 +441,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     return Evaluation(
         hardware=db.spec.name, workload=wl.name, scenario=sc, scenario_name=sc_name,
         scenario_overrides=given, chips=ex.chips, tp=ex.tp, pp=ex.pp, batch=db,
-        feasible=feasible, reason=np.where(feasible, "", reason).astype(object),
+        feasible=feasible, reason=reason.only(~feasible),
         sequences=np.where(none_fit, 0.0, seqs), metrics=metrics,
         memory_bytes=run.placement.used, level_names=db.level_names, ops_name=step.names,
         ops_count=step.count, ops_flops=step.flops, op_traffic=step.traffic,
@@ -589,28 +589,26 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     st = step(db, ops, coll, timed(db, ops, acc, table.facts),
               collective_times(db, coll))
 
-    reasons = np.full(db.n, "", dtype=object)
-    reasons = np.where(~placed.feasible, fit_text(db, fp, placed.short), reasons)
-    reasons = np.where(st.missing_rate & (reasons == ""),
-                       f"no compute rate for precision {sc.precision} on {db.spec.name}",
-                       reasons)
-    reasons = np.where(st.no_link & (reasons == ""),
-                       f"{ex.model_split if ex.model_split > 1 else ex.chips} chips must "
-                       f"communicate but {db.spec.name} has no chip-to-chip links", reasons)
+    reasons = Reasons.none(db.n).first(~placed.feasible & (placed.short > 0),
+                                       fit_word(db, fp, placed.short))
+    reasons = reasons.first(st.missing_rate, f"no compute rate for precision {sc.precision} "
+                                             f"on {db.spec.name}")
+    reasons = reasons.first(st.no_link,
+                            f"{ex.model_split if ex.model_split > 1 else ex.chips} chips must "
+                            f"communicate but {db.spec.name} has no chip-to-chip links")
     if serve:
         limit = batch_limit(sc.seq_in, sc.seq_out, engine_of(sc))
-        reasons = np.where((np.broadcast_to(per_replica, (db.n,)) > limit) & (reasons == ""),
-                           f"{np.max(per_replica):.0f} sequences in flight per replica "
-                           f"exceed the {limit:.0f} the serving engine allows (scenario "
-                           f"engine: max_batch, max_tokens_per_iteration)", reasons)
+        reasons = reasons.first(np.broadcast_to(per_replica, (db.n,)) > limit,
+                                f"{np.max(per_replica):.0f} sequences in flight per replica "
+                                f"exceed the {limit:.0f} the serving engine allows (scenario "
+                                f"engine: max_batch, max_tokens_per_iteration)")
     metrics = phase_metrics(table.facts, st, sequences, ex.chips, table.total_flops, it)
-    feasible = reasons == ""
+    feasible = ~reasons.any
     if target and sc.latency_target is not None:
         slow = feasible & ~_meets(metrics, sc)
-        reasons = np.where(slow, f"no batch meets the latency target of "
-                                 f"{units.format_quantity(sc.latency_target, units.TIME)}",
-                           reasons)
-        feasible = reasons == ""
+        reasons = reasons.first(slow, f"no batch meets the latency target of "
+                                      f"{units.format_quantity(sc.latency_target, units.TIME)}")
+        feasible = ~reasons.any
     return Run(step=st, placement=placed, feasible=feasible, reason=reasons,
                metrics=metrics)
 

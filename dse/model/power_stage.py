@@ -13,6 +13,7 @@ from dse.model.area import PADDING, AreaResult, area
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.cost import cost
 from dse.model.power import StepEnergy, chip_power, step_energy, step_terms
+from dse.model.reasons import Reasons
 from dse.model.stages import Step
 from dse.spec.technology import TechSpec
 from dse.spec.workload import Scenario
@@ -33,7 +34,7 @@ def static_power(tech: TechSpec, die: AreaResult) -> np.ndarray:
 
 
 def with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dict,
-               chips: int, stages: int, reason: np.ndarray, reticle: bool,
+               chips: int, stages: int, reason: Reasons, reticle: bool,
                area_budget: float | None, operating_point: OperatingPoint) -> tuple:
     """Metrics with power and energy added and the clock a TDP allows (stage `power`); see
     dse.model.power, dse.model.operating_point and dse.model.area. `operating_point`
@@ -76,16 +77,10 @@ def with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dic
             m["energy_per_token_j"] = nan
         m["energy_per_sample_j"] = system_w / m["samples_per_s"] if sc.phase == "inference" \
             else nan
-    reason = reason.copy()
     fits = np.ones(db.n, dtype=bool) if area_budget is None else die.total_mm2 <= area_budget
-    for i in np.flatnonzero(~(pw.feasible & die.feasible & fits)):
-        why = [str(reason[i])] if reason[i] else []
-        if not die.feasible[i]:
-            why.append(str(die.reason[i]))
-        if not fits[i]:
-            why.append(f"a die area of {die.total_mm2[i]:.0f} mm2 exceeds the area budget of "
-                       f"{area_budget:.0f} mm2")
-        if not pw.feasible[i]:
-            why.append(f"{pw.reason[i]} (a {die.total_mm2[i]:.0f} mm2 die)")
-        reason[i] = "; ".join(why)
+    reason = reason.also(~die.feasible, lambda i: str(die.reason[i]))
+    reason = reason.also(~fits, lambda i: f"a die area of {die.total_mm2[i]:.0f} mm2 exceeds "
+                                          f"the area budget of {area_budget:.0f} mm2")
+    reason = reason.also(~pw.feasible,
+                         lambda i: f"{pw.reason[i]} (a {die.total_mm2[i]:.0f} mm2 die)")
     return m, pw.limited, chip_energy, reason, pw.feasible & die.feasible & fits

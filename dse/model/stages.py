@@ -11,6 +11,7 @@ No I/O; arrays over N designs.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -344,16 +345,26 @@ def phase_metrics(f: Facts, st: Step, sequences: np.ndarray | float, chips: int,
     return out
 
 
-def fit_text(db: DesignBatch, fp: Footprint, short: np.ndarray) -> np.ndarray:
-    """Why a placement fails, per design ("" where it does not): text only for the designs
-    that need it, so a large batch of feasible designs builds no strings."""
+def fit_word(db: DesignBatch, fp: Footprint, short: np.ndarray) -> Callable[[int], str]:
+    """Why the placement of design i fails (for a design with short > 0), worded when
+    called: dse.model.reasons words only the designs someone reads."""
     gb = lambda v: units.format_quantity(float(v), units.BYTES)  # noqa: E731
     room = db.resident_capacity.sum(axis=1)
     parts = {name.replace("_", " ").replace("kv", "KV"): np.broadcast_to(v, (db.n,))
              for name, v in fp.bytes.items()}
+
+    def word(i: int) -> str:
+        need = " + ".join(f"{name} {gb(v[i])}" for name, v in parts.items())
+        return (f"{need} per chip exceed the {gb(room[i])} of memory that can hold them "
+                f"({gb(short[i])} short)")
+    return word
+
+
+def fit_text(db: DesignBatch, fp: Footprint, short: np.ndarray) -> np.ndarray:
+    """Why a placement fails, per design ("" where it does not): text only for the designs
+    that need it, so a large batch of feasible designs builds no strings."""
+    word = fit_word(db, fp, short)
     out = np.full(db.n, "", dtype=object)
     for i in np.flatnonzero(short > 0):
-        need = " + ".join(f"{name} {gb(v[i])}" for name, v in parts.items())
-        out[i] = (f"{need} per chip exceed the {gb(room[i])} of memory that can hold them "
-                  f"({gb(short[i])} short)")
+        out[i] = word(int(i))
     return out

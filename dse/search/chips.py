@@ -114,7 +114,8 @@ def evaluate_job(db: DesignBatch, job, chips: np.ndarray, tech: TechSpec | None
     if len(values) == 1 and int(values[0]) == job.execution.chips:
         ev = evaluate(db, job.workload, job.scenario, execution=job.execution, tech=tech,
                       reticle=False, **job.fields)
-        return JobResult(ev.feasible, ev.reason, ev.sequences, ev.metrics, ev.training)
+        return JobResult(ev.feasible, np.asarray(ev.reason), ev.sequences, ev.metrics,
+                         ev.training)
     n = db.n
     feasible = np.zeros(n, dtype=bool)
     reason = np.full(n, "", dtype=object)
@@ -129,7 +130,7 @@ def evaluate_job(db: DesignBatch, job, chips: np.ndarray, tech: TechSpec | None
             continue
         ev = evaluate(db.take(idx), job.workload, job.scenario, execution=ex, tech=tech,
                       reticle=False, **job.fields)
-        feasible[idx], reason[idx] = ev.feasible, ev.reason
+        feasible[idx], reason[idx] = ev.feasible, np.asarray(ev.reason)
         metrics.append((idx, ev.metrics))
         seqs.append((idx, {"sequences": ev.sequences}))
         if ev.training:

@@ -116,3 +116,33 @@ def test_op_times_serve_max_ten_thousand_designs(benchmark, serve_inputs):
     assert t.traffic.shape == (N, len(ops.name), batch.levels)
     assert np.all(np.isfinite(t.time)) and not t.missing_rate.any()
     assert benchmark.stats.stats.mean <= 0.04
+
+
+def test_decode_with_designs_that_do_not_fit(benchmark):
+    """10,000 designs of the 70B decode with 3-7 HBM stacks, 40% of which do not fit: the
+    reasons stay data (worded when read), so the batch runs at about the speed of one that
+    fits (about 23-25 ms on the 2-core test machine; 57 ms when every reason was worded)."""
+    hw, wl = dse.load_hardware("h100-sxm"), dse.load_workload("llama2-70b")
+    overrides = {**designs(), "memory.HBM3.stacks": np.random.default_rng(0).integers(3, 8, N)}
+
+    def run():
+        return dse.evaluate(hw, wl, phase="decode", batch=1, seq_in=1024, seq_out=128,
+                            precision="bf16", chips=2, tp=2, overrides=overrides)
+
+    ev = benchmark(run)
+    assert 0.3 < 1 - ev.feasible.mean() < 0.5
+    assert benchmark.stats.stats.mean <= N / 200_000
+
+
+def test_dlrm_training_two_thousand_designs(benchmark):
+    """DLRM-DCNv2 training on 8 chips, 2,000 designs: the distinct-row sums over each
+    table's popularity nodes once (about 37-40 ms; 680 ms with nodes per design)."""
+    hw, wl = dse.load_hardware("h100-sxm"), dse.load_workload("dlrm-dcnv2")
+    overrides = {k: v[:2000] for k, v in designs().items()}
+
+    def run():
+        return dse.evaluate(hw, wl, scenario="training", chips=8, overrides=overrides)
+
+    ev = benchmark(run)
+    assert ev.feasible.all()
+    assert benchmark.stats.stats.mean <= 2000 / 10_000

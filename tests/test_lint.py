@@ -24,3 +24,12 @@ def test_import_layers():
                             text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "BROKEN" not in result.stdout and "KEPT" in result.stdout
+
+
+def test_test_module_names_are_unique():
+    """Test folders have no __init__.py, so pytest imports each test module by its basename:
+    two files of one name in two folders stop the whole run at collection."""
+    names: dict[str, list[str]] = {}
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        names.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert not {n: p for n, p in names.items() if len(p) > 1}

@@ -18,23 +18,11 @@ import pytest
 
 from dse.errors import DseError
 from dse.search import journal
+from tests.faults.faultkit import STUDY  # the fault suite's small study
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(journal.fcntl is None, reason="POSIX locks")
 
-STUDY = """\
-name: faults
-source: test
-base: h100-sxm
-parameters:
-  compute.units: {low: 96, high: 144, step: 4}
-  memory.HBM3.stacks: {low: 4, high: 6}
-workloads:
-  decode: {workload: llama2-7b, scenario: chat-decode, batch: 16}
-objectives:
-  t: {maximize: throughput}
-search: {trials: 200, batch: 20, seed: 0}
-"""
 
 
 def _dse(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:

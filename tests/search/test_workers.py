@@ -208,6 +208,27 @@ def test_workers_on_postgres_complete_exactly(tmp_path: Path, postgres_url: str)
     assert _complete(postgres_url, name) == 120
 
 
+def test_commands_started_together_on_a_fresh_database_all_finish(tmp_path: Path,
+                                                                  postgres_url: str) -> None:
+    """Three commands racing to create the schema of a fresh database: it is made once (the
+    ones that lose the race open it again), and together they complete the budget."""
+    import sqlalchemy
+
+    fresh = f"fresh_{uuid.uuid4().hex[:8]}"
+    engine = sqlalchemy.create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as c:
+        c.execute(sqlalchemy.text(f"CREATE DATABASE {fresh}"))
+    engine.dispose()
+    url = postgres_url.rsplit("/", 1)[0] + f"/{fresh}"
+    path, name = _write(tmp_path)
+    procs = [_start("study", str(path), "--storage", url, "--trials", "60", "-q", "--out",
+                    str(tmp_path / f"o{i}"), "--no-alternatives", cwd=tmp_path)
+             for i in range(3)]
+    errors = [(p.wait(180), p.stderr.read()) for p in procs]
+    assert all(rc == 0 for rc, _ in errors), errors
+    assert _complete(url, name) == 60
+
+
 def test_running_trials_of_other_clients_do_not_take_slots(tmp_path: Path,
                                                            postgres_url: str) -> None:
     """Trials left RUNNING by another client (or an older dse) are not counted: the budget

@@ -94,8 +94,11 @@ def _journal_grows(folder: Path, proc, size: int) -> None:
 
 def test_kill_9_at_random_points_of_a_run(study: Path):
     """Kills at seeded points from the search's first append to past its outputs (400 more
-    trials: ~0.3 s of search, ~0.7 s of outputs): whole batches stored, never a torn or
-    doubled trial, outputs whole; the same command completes the rest."""
+    trials: ~0.3 s of search, ~0.7 s of outputs): whole trials stored, never a torn or
+    doubled one, outputs whole; the same command completes the rest. (A batch is one
+    write, but Linux ends a write to a file early at a page boundary when SIGKILL arrives,
+    so a kill can store the first trials of a batch: the journal keeps those whole records
+    and cuts the torn one.)"""
     folder = study / "o"
     r = dse(command(200), cwd=study)
     assert r.returncode == 0, r.stderr
@@ -109,7 +112,7 @@ def test_kill_9_at_random_points_of_a_run(study: Path):
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=60)
         done = complete(folder)
-        assert previous <= done <= target and (done - previous) % 20 == 0, (i, done)
+        assert previous <= done <= target, (i, done)  # complete() asserts unique numbers
         assert outputs_consistent(folder) in (previous, target)
         r = dse(command(target), cwd=study)
         assert r.returncode == 0, r.stderr

@@ -272,24 +272,20 @@ def _insert(session, model, records: list[dict]) -> None:
     connection = session.connection()
     if _copying(connection):
         raw = connection.connection.driver_connection
-        kinds = {c: table.c[c].type for c in cols}
         with raw.cursor() as cur, cur.copy(
                 f"COPY {table.name} ({', '.join(cols)}) FROM STDIN") as copy:
             for r in records:
-                copy.write_row([_copy_value(r[c], kinds[c]) for c in cols])
+                copy.write_row([_copy_value(r[c]) for c in cols])
         return
     session.execute(sqlalchemy.insert(model), records)
 
 
-def _copy_value(value, kind):
+def _copy_value(value):
     """A value as COPY takes it: an Enum column's member by its name (as SQLAlchemy stores
     it), anything else as it is."""
     import enum
 
-    if isinstance(value, enum.Enum):
-        return value.name
-    del kind
-    return value
+    return value.name if isinstance(value, enum.Enum) else value
 
 
 def _copying(connection) -> bool:

@@ -179,10 +179,6 @@ def open_study(study: Study, storage: optuna.storages.BaseStorage, url: str
     return stored
 
 
-def count(st: optuna.Study, states: tuple[TrialState, ...] = (TrialState.COMPLETE,)) -> int:
-    return len(st.get_trials(deepcopy=False, states=states))
-
-
 def params_of(study: Study, trials: list[optuna.trial.BaseTrial]) -> dict[str, np.ndarray]:
     return {p.path: np.array([p.value(t.params[p.path]) for t in trials], dtype=float)
             for p in study.params}

@@ -35,6 +35,8 @@ pytestmark = [pytest.mark.faults,
 STOPPED_WRITING = ("stopped by Ctrl-C (or SIGTERM) while writing the outputs: every finished "
                    "trial is kept and o/ is left as it was before this run; run the same "
                    "command to write them")
+STOPPED_WRITTEN = ("stopped by Ctrl-C (or SIGTERM) once the outputs were written: every "
+                   "finished trial is kept and o/ holds this run's outputs")
 
 
 @pytest.fixture()
@@ -70,8 +72,7 @@ def test_sigterm_while_writing_outputs_keeps_the_previous_ones(study: Path):
     # does), the outputs are finished first and that is said instead
     assert lines in (
         [STOPPED_WRITING],
-        ["stopped by Ctrl-C (or SIGTERM) once the outputs were written: every finished trial "
-         "is kept and o/ holds this run's outputs"]), err
+        [STOPPED_WRITTEN]), err
     assert outputs_consistent(study / "o") == (200 if lines == [STOPPED_WRITING] else 220)
     assert complete(study / "o") == 220 and leftovers(study / "o") == []
     r = dse(command(220), cwd=study)
@@ -139,9 +140,7 @@ def test_sigterm_while_the_outputs_are_moved_in_waits_for_the_last(study: Path, 
     monkeypatch.chdir(study)
     r = CliRunner().invoke(app, command(200))
     assert r.exit_code == 130, r.output
-    assert r.stderr.splitlines() == ["stopped by Ctrl-C (or SIGTERM) once the outputs were "
-                                     "written: every finished trial is kept and o/ holds this "
-                                     "run's outputs"]
+    assert r.stderr.splitlines() == [STOPPED_WRITTEN]
     assert moved[-1] == "run.json" and len(moved) == 8
     all_outputs(study / "o", 200)
 
@@ -181,9 +180,7 @@ def test_a_sigterm_lost_while_writing_outputs_still_ends_the_run_130(study: Path
     monkeypatch.chdir(study)
     r = CliRunner().invoke(app, command(200))
     assert r.exit_code == 130, r.output
-    assert r.stderr.splitlines() == ["stopped by Ctrl-C (or SIGTERM) once the outputs were "
-                                     "written: every finished trial is kept and o/ holds this "
-                                     "run's outputs"]
+    assert r.stderr.splitlines() == [STOPPED_WRITTEN]
     all_outputs(study / "o", 200)
 
 

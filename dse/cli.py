@@ -21,7 +21,7 @@ import dse
 from dse.cli_dashboard import dashboard
 from dse.cli_errors import DseGroup, err, user_errors
 from dse.cli_memory import memory
-from dse.cli_plot import plot_app
+from dse.cli_plot import PHASE_HELP, plot_app
 from dse.cli_study import study
 from dse.errors import DseError, one_line
 
@@ -167,8 +167,7 @@ def workload(
                                              "gemm:MxNxK / gemm:BxMxNxK.")],
     scenario: Annotated[str | None, typer.Option(help="Named scenario (default: the first).")]
     = None,
-    phase: Annotated[str | None, typer.Option(help="gemm, prefill, decode, serve, "
-                                                   "inference or training.")] = None,
+    phase: Annotated[str | None, typer.Option(help=PHASE_HELP)] = None,
     batch: Annotated[str | None, typer.Option(help="Batch size(s), comma-separated.")] = None,
     seq_in: Annotated[str | None, typer.Option("--seq-in", help="Prompt or sequence "
                                                "length(s), comma-separated.")] = None,
@@ -308,8 +307,7 @@ def eval_(
     workload: Annotated[str, typer.Argument(help="Shipped workload, a path, or gemm:MxNxK.")],
     scenario: Annotated[str | None, typer.Option(help="Named scenario (default: the first of "
                                                       "--phase, else the first).")] = None,
-    phase: Annotated[str | None, typer.Option(help="gemm, prefill, decode, serve or "
-                                                   "inference.")] = None,
+    phase: Annotated[str | None, typer.Option(help=PHASE_HELP)] = None,
     batch: Annotated[str | None, typer.Option(
         help="Sequences per step, or max; comma-separated values sweep.")] = None,
     seq_in: Annotated[str | None, typer.Option(

@@ -16,6 +16,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from dse import phases
 from dse.errors import DseError
 
 plot_app = typer.Typer(
@@ -54,7 +55,9 @@ Out = Annotated[Path | None, typer.Option(
                         "[-<workload>].png here).")]
 Scenario = Annotated[str | None, typer.Option(help="Named scenario (default: the first of "
                                                    "--phase, else the first).")]
-Phase = Annotated[str | None, typer.Option(help="gemm, prefill, decode, serve or inference.")]
+# The phases `--phase` takes, from the registry (dse.phases).
+PHASE_HELP = f"{phases.listed(phases.names(), 'or')}."
+Phase = Annotated[str | None, typer.Option(help=PHASE_HELP)]
 Batch = Annotated[str | None, typer.Option(help="Sequences per step, max or best.")]
 SeqIn = Annotated[int | None, typer.Option("--seq-in", help="Prompt tokens.")]
 SeqOut = Annotated[int | None, typer.Option("--seq-out", help="Generated tokens.")]

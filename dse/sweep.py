@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dse import phases
 from dse.errors import DseError
 from dse.model.evaluate import Evaluation, evaluate
 from dse.spec.hardware import HardwareSpec
@@ -206,10 +207,11 @@ def _batch_per_design(wl: WorkloadSpec, scenario: str | None, values: dict[str, 
                                    for b in batches):
         return False
     phase = values.get("phase")
-    phases = list(phase) if isinstance(phase, list | tuple) else [phase]
-    try:
-        return all(resolve_scenario(wl, scenario, phase=ph, batch=batches[0])[1].phase
-                   != "training" for ph in phases)
+    named = list(phase) if isinstance(phase, list | tuple) else [phase]
+    try:  # a training step takes one global batch, not one per design
+        return not any(phases.get(resolve_scenario(wl, scenario, phase=ph,
+                                                   batch=batches[0])[1].phase).trains
+                       for ph in named)
     except DseError:
         return False  # each point reports its own problem as it is evaluated
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dse import phases
 from dse.errors import DseError
 from dse.model import design_batch, evaluate
 from dse.spec.load import (
@@ -34,15 +35,20 @@ from dse.workloads import resolve_scenario
 
 COLUMNS = ("id", "hardware", "chips", "tp", "pp", "workload", "phase", "precision", "batch",
            "seq_in", "seq_out", "metric", "value")
-MODELLED = ("gemm", "prefill", "decode", "serve", "inference")
-PHASES = (*MODELLED, "training")
-METRIC_OF_PHASE = {
-    "gemm": ("achieved_flop_per_s",), "prefill": ("ttft_s",),
-    "decode": ("decode_tokens_per_s", "output_tokens_per_s"),
-    "serve": ("output_tokens_per_s",), "inference": ("samples_per_s",),
-    "training": ("model_flop_per_s_per_chip", "hardware_flop_per_s_per_chip", "mfu",
-                 "samples_per_s"),
-}
+
+
+def _compared(phase: str) -> tuple[str, ...]:
+    """The metrics `dse validate` compares for a phase (dse.phases: Phase.compared); none
+    for a phase it does not know or does not validate."""
+    known = phases.REGISTRY.get(phase)
+    return known.compared if known is not None else ()
+
+
+def compared_phases() -> tuple[str, ...]:
+    """The phases whose measurements `dse validate` compares."""
+    return phases.those(lambda p: bool(p.compared))
+
+
 # Known effects outside the hardware, by (workload prefix, phase): reported beside the row.
 # (MLPerf BERT's padding skipping is modelled now: its scenarios give SQuAD's lengths.)
 NOTES: dict[tuple[str, str], str] = {}
@@ -179,14 +185,14 @@ def read_measurements(path: Path) -> list[dict]:
             return x
 
         phase = (raw["phase"] or "").strip()
-        if phase not in PHASES:
-            raise DseError(f"{where}: phase: expected one of {', '.join(PHASES)}, found "
-                           f"'{phase}'")
+        compared = _compared(phase)
+        if not compared:
+            raise DseError(f"{where}: phase: expected one of {', '.join(compared_phases())}, "
+                           f"found '{phase}'")
         metric = (raw["metric"] or "").strip()
-        if metric not in METRIC_OF_PHASE[phase]:
-            raise DseError(f"{where}: metric: expected one of "
-                           f"{', '.join(METRIC_OF_PHASE[phase])} for phase {phase}, found "
-                           f"'{metric}'")
+        if metric not in compared:
+            raise DseError(f"{where}: metric: expected one of {', '.join(compared)} for "
+                           f"phase {phase}, found '{metric}'")
         batch = (raw["batch"] or "").strip()
         if batch != "max":
             batch = int(number("batch", whole=True))  # type: ignore[arg-type]
@@ -293,7 +299,8 @@ def _plan(path: Path, records: list[dict]) -> _Plan:
         else:
             r.update(hardware=hw, workload=wl)  # as loaded: a path relative to the CSV's
             row.loaded_as = hw
-            alone = r["phase"] == "training" or r["batch"] == "max"  # folder, resolved
+            # a training step takes one global batch; max is resolved per design
+            alone = phases.get(r["phase"]).trains or r["batch"] == "max"
             key = (*(r[k] for k in _KEY), r["batch"] if alone else None)
             groups.setdefault(key, []).append(len(rows) - 1)
     return _Plan(path, records, rows, groups)
@@ -307,7 +314,7 @@ def _within_limits(plans: Sequence[_Plan]) -> None:
     for plan in plans:
         for key, members in plan.groups.items():
             count += 1
-            training += key[phase] == "training"
+            training += phases.get(key[phase]).trains
             where = f"{plan.path}:{plan.records[members[0]]['line']}"
             if count > MAX_SCENARIOS:
                 raise DseError(
@@ -494,7 +501,7 @@ def summary(rows: list[Row]) -> dict:
                 "p90": float(np.percentile(a, 90)), "max": float(a.max())}
     done = [r for r in rows if r.rel_error is not None]
     out = {p: stats([r.rel_error for r in done if r.phase == p])  # type: ignore[misc]
-           for p in PHASES if any(r.phase == p for r in done)}
+           for p in phases.names() if any(r.phase == p for r in done)}
     if done:
         out["overall"] = stats([r.rel_error for r in done])  # type: ignore[misc]
     out["skipped"] = sum(r.skipped is not None for r in rows)

@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from dse import units
+from dse import phases, units
 from dse.errors import DseError
 from dse.model import die_links, training
 from dse.model.area import area
@@ -61,7 +61,6 @@ from dse.model.power import StepEnergy, step_energy
 from dse.model.power_stage import static_power, with_power
 from dse.model.reasons import Reasons
 from dse.model.stages import (
-    LATENCY_PHASES,
     METRICS,
     PIPELINE,
     Step,
@@ -85,7 +84,7 @@ from dse.spec.workload import (
     WorkloadSpec,
     gemm_from_name,
 )
-from dse.workloads import execution_issues, lower, resolve_scenario
+from dse.workloads import execution_issues, kind_of, lower, resolve_scenario, runs
 from dse.workloads.optable import CLASSES
 from dse.workloads.serving import batch_limit, engine_of, iteration
 
@@ -388,8 +387,9 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
             resolve_scenario(wl, scenario, **{**given, "batch": int(value)})
         given["batch"] = int(per_design[0])
     sc_name, sc = resolve_scenario(wl, scenario, **given)
-    _reject(per_design is not None and sc.phase == "training",
-            "--batch: phase training takes one global batch per evaluation, not one per "
+    ph = phases.get(sc.phase)
+    _reject(per_design is not None and ph.trains,
+            f"--batch: phase {sc.phase} takes one global batch per evaluation, not one per "
             "design")
     ex = execution or Execution(chips=chips, tp=tp, pp=pp, fusion=fusion)
     problems, warnings = execution_issues(wl, sc, ex.tp, ex.pp)
@@ -398,12 +398,12 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
             "the chip's technology.node, a node file and compute.style")
     _reject(area_budget is not None and not (area_budget > 0),
             f"area budget: expected a positive area, found {area_budget}")
-    _reject(sc.phase == "training" and wl.kind not in ("recommender", "transformer"),
-            f"{wl.name}: phase training is for Transformers and recommenders, not a "
-            f"{wl.kind} workload")
+    able = phases.those(lambda p: p.work in kind_of(wl).works)
+    _reject(not runs(wl, sc.phase), f"{wl.name}: a {wl.kind} workload runs phase "
+                                    f"{phases.listed(able, 'or')}, not {sc.phase}")
 
     setup: dict[str, np.ndarray] | None = None
-    if sc.phase == "training" and wl.kind == "transformer":
+    if ph.trains and wl.kind == "transformer":  # its planner (dse.model.training)
         tr = training.run(db, wl, sc, ex)
         run = Run(step=tr.step, placement=tr.placement, feasible=tr.feasible,
                   reason=Reasons.of(tr.reason),
@@ -434,7 +434,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     limited, energy = None, None
     if tech is not None:
         raw, limited, energy, reason, ok = with_power(
-            db, tech, sc, step, raw, ex.chips, ex.pp if sc.phase in LATENCY_PHASES else 1,
+            db, tech, sc, step, raw, ex.chips, ex.pp if ph.in_sequence else 1,
             reason, reticle, area_budget, _operating_point)
         feasible = feasible & ok
     metrics = {m: np.where(feasible, v, np.nan) for m, v in raw.items()}
@@ -488,7 +488,7 @@ def size(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution) -> np.n
     with np.errstate(divide="ignore", invalid="ignore"):
         fits = np.where(slope > 0, (free[:, None] - base) / slope, np.inf)
     most = np.floor(np.maximum(fits.min(axis=1), 0.0))
-    if sc.phase == "serve":
+    if phases.get(sc.phase).served:
         most = np.minimum(most, batch_limit(sc.seq_in, sc.seq_out, engine_of(sc)))
     return most
 
@@ -504,7 +504,8 @@ def _best(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     thread blocks, or spills a cache: BERT on an H100 peaks at 35 sequences, 9,503/s, and 94,
     9,468/s), so the answer is the best batch tried, a peak over whole batches. Every pass
     runs BEST_CANDIDATES batches of every design at a time."""
-    metric = "samples_per_s" if sc.phase == "inference" else "output_tokens_per_s"
+    metric = phases.get(sc.phase).best_metric
+    assert metric is not None, "a phase that takes batch best names its best_metric"
     n, k = db.n, BEST_CANDIDATES
     most = np.asarray(most, dtype=float)
 
@@ -560,12 +561,13 @@ def _best(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
 
 
 def _meets(metrics: dict[str, np.ndarray], sc: Scenario) -> np.ndarray:
-    """Designs that meet the scenario's latency target (time per output token for serve,
-    per batch for inference); all of them without a target."""
-    if sc.latency_target is None:
+    """Designs that meet the scenario's latency target (the metric the phase's `target`
+    names: time per output token for serve, per batch for inference); all of them without
+    a target."""
+    target = phases.get(sc.phase).target
+    if sc.latency_target is None or target is None:
         return np.ones(len(metrics["latency_s"]), dtype=bool)
-    per_token = metrics["tpot_s"] if sc.phase == "serve" else metrics["step_time_s"]
-    return per_token <= sc.latency_target
+    return metrics[target] <= sc.latency_target
 
 
 def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
@@ -579,9 +581,10 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     else:
         per_replica = batch
         table = lower(wl, sc, batch=batch, chips=ex.dp)
-    serve = sc.phase == "serve"
+    ph = phases.get(sc.phase)
+    serve = ph.served
     it = iteration(per_replica, sc.seq_in, sc.seq_out, engine_of(sc)) if serve else None
-    ops, coll = chip_ops(table, ex, stages_in_sequence=sc.phase in LATENCY_PHASES, own=True)
+    ops, coll = chip_ops(table, ex, stages_in_sequence=ph.in_sequence, own=True)
     ws = activation_bytes(ops)
     fp = footprint(table, ops, ex, ws)
     placed = place(db, fp)

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
+from dse import phases
 from dse.errors import DseError
 from dse.model.batch import DesignBatch
 from dse.model.divisors import divisors
@@ -90,16 +91,16 @@ def training_scenario(wl: WorkloadSpec, scenario: str | None, *, phase: str | No
     """(name, scenario, notes): the training scenario `dse memory` plans. Without --scenario
     and --phase, the file's first training scenario, else the default one; a model without
     a training scenario trains DEFAULT_BATCH sequences, or one per chip when more."""
-    from dse.workloads import resolve_scenario
+    from dse.workloads import kind_of, resolve_scenario
 
-    if wl.kind not in ("transformer", "recommender"):
+    if "train" not in kind_of(wl).works:
         raise DseError(f"{wl.name}: dse memory plans the training memory of Transformers "
                        f"(and places a recommender's); not a {wl.kind} workload")
     if scenario is None and phase is None:
         phase = "training"
     name, sc = resolve_scenario(wl, scenario, phase=phase, batch=batch, seq_in=seq_in,
                                 precision=precision)
-    if sc.phase != "training":
+    if not phases.get(sc.phase).trains:
         option = "--phase" if phase is not None else "--scenario"
         raise DseError(f"{option}: dse memory plans training, found {sc.phase} (scenario "
                        f"'{name}'); add --phase training to train with its batch and "

@@ -34,12 +34,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse import phases
 from dse.model.batch import DesignBatch
 from dse.model.execution import Execution
 from dse.model.performance import A, ChipOps
 from dse.workloads.optable import SPLITS as TABLE_SPLITS
 from dse.workloads.optable import TENSOR_CLASSES, Facts, OpTable
 from dse.workloads.transformer import DTYPE_BYTES
+
+# The stage a pipeline's activation send is counted in, by the shape of work (a serving
+# iteration's sends are its decode stage's); other works count it in the phase's own.
+SEND_STAGE = {"decode": "decode", "serve": "decode", "prefill": "prefill"}
 
 
 @dataclass(frozen=True)
@@ -239,12 +244,15 @@ def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Col
         counts.append(1.0)
     if pp > 1:
         f = table.facts
-        passes = f.seq_out if f.phase == "decode" else 1.0
-        tokens = f.batch * (1.0 if f.phase == "decode" else max(f.seq_in, 1))
-        stage = {"decode": "decode", "serve": "decode", "prefill": "prefill"}.get(
-            f.phase, f.phase)
+        work = phases.get(f.phase).work
+        # the activations a stage hands the next: decode, one token of each sequence per
+        # generated token; serve, one iteration's prompt and decode tokens together; else
+        # every token of the batch once
+        passes = f.seq_out if work == "decode" else 1.0
+        tokens = f.batch * (1.0 if work == "decode" else max(f.seq_in, 1))
+        stage = SEND_STAGE.get(work, f.phase)
         hops = (pp - 1) if stages_in_sequence else 1.0
-        if f.phase == "serve":  # one iteration: its prompt and decode tokens pass together
+        if work == "serve":
             passes, tokens = 1.0, f.iteration_tokens
         names.append("stage_send")
         kinds.append("send")

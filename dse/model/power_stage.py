@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from dse import phases
 from dse.model.area import PADDING, AreaResult, area
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.cost import cost
@@ -55,7 +56,8 @@ def with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dic
     chip_energy = StepEnergy(energy.compute / stages, energy.memory / stages,
                              energy.links / stages)
     terms = step_terms(db, st.count / stages, st.time, st.compute, st.traffic)
-    host = engine_of(sc).iteration_overhead if sc.phase == "serve" else 0.0
+    ph = phases.get(sc.phase)
+    host = engine_of(sc).iteration_overhead if ph.served else 0.0
     pw = chip_power(db, chip_energy, terms, static_w, active * db.units, db.tdp, host)
     s = pw.stretch
     m = {k: (v * s if k in TIME_METRICS else v / s) for k, v in raw.items()}
@@ -69,14 +71,11 @@ def with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dic
     m["cost_per_chip_usd"] = cost(db, tech, die).total_usd if priced else nan
     m["cost_usd"] = chips * m["cost_per_chip_usd"]
     with np.errstate(divide="ignore", invalid="ignore"):
-        if sc.phase in ("decode", "serve"):
-            m["energy_per_token_j"] = system_w / m["output_tokens_per_s"]
-        elif sc.phase == "prefill":
-            m["energy_per_token_j"] = system_w / (m["tokens_per_s_per_chip"] * chips)
-        else:
-            m["energy_per_token_j"] = nan
-        m["energy_per_sample_j"] = system_w / m["samples_per_s"] if sc.phase == "inference" \
-            else nan
+        # per unit of output: the system's power over its tokens or samples per second
+        m["energy_per_token_j"] = system_w / (m["tokens_per_s_per_chip"] * chips) \
+            if "token" in ph.energy_per else nan
+        m["energy_per_sample_j"] = system_w / m["samples_per_s"] \
+            if "sample" in ph.energy_per else nan
     fits = np.ones(db.n, dtype=bool) if area_budget is None else die.total_mm2 <= area_budget
     reason = reason.also(~die.feasible, lambda i: str(die.reason[i]))
     reason = reason.also(~fits, lambda i: f"a die area of {die.total_mm2[i]:.0f} mm2 exceeds "

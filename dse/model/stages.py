@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse import units
+from dse import phases, units
 from dse.model.batch import DesignBatch
 from dse.model.distinct import distinct_rows
 from dse.model.execution import Execution
@@ -25,6 +25,7 @@ from dse.model.kernel import best_shape_rates
 from dse.model.parallel import Collectives, collective_volume, resident_split
 from dse.model.performance import A, ChipOps, G, OpTimes, op_times, take_rows
 from dse.model.placement import WORKSPACE, Footprint, Placement, cached_level
+from dse.phases import Rates
 from dse.workloads.optable import PLACED_CLASSES, Facts, OpTable
 from dse.workloads.serving import Iteration
 
@@ -33,7 +34,6 @@ EMBEDDINGS = "embeddings"
 METRICS = ("step_time_s", "latency_s", "ttft_s", "tpot_s", "decode_tokens_per_s",
            "output_tokens_per_s", "samples_per_s", "achieved_flop_per_s",
            "tokens_per_s_per_chip")
-LATENCY_PHASES = ("gemm", "prefill", "decode")
 # Bound codes of an operator: 0 compute, 1 + l memory level l, and these three (PIPELINE:
 # a training step's pipeline bubble, idle time the stages' dependencies leave).
 OVERHEAD, INTERCONNECT, PIPELINE = -1, -2, -3
@@ -208,7 +208,8 @@ def timed(db: DesignBatch, ops: ChipOps, acc: Access, facts: Facts) -> OpTimes:
     (random row reads reach less of a DRAM tier's bandwidth than streams do:
     MemoryLevel.gather_fraction): the gather operators are timed as a batch of their own
     against those bandwidths and put back in place."""
-    if facts.phase == "gemm":  # a microbenchmark, not a model's layer (kernel.TYPICAL)
+    if phases.get(facts.phase).work == "gemm":  # a microbenchmark, not a model's layer
+        # (kernel.TYPICAL)
         db = best_shape_rates(db)
     rows = np.array([name in facts.gathers for name in ops.name.tolist()], dtype=bool)
     if not rows.any() or np.array_equal(db.gather_bandwidth, db.bandwidth):
@@ -301,40 +302,20 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
 def phase_metrics(f: Facts, st: Step, sequences: np.ndarray | float, chips: int,
                   total_flops: np.ndarray | float,
                   it: Iteration | None = None) -> dict[str, np.ndarray]:
-    """Latency and throughput of the phase (stage `metrics`), as dse.model.metrics defines
-    them. `sequences`: sequences of the whole system (every replica runs f.batch of them,
-    the last possibly fewer). Serve: the step is one steady-state iteration `it`
-    (dse.workloads.serving), which takes the operators' time plus the host's overhead: TPOT
-    = one iteration, TTFT = the k iterations that carry a prompt, a request's latency = its
-    L = k + s_out - 1 iterations, output tokens per second = B s_out / L per iteration."""
-    total, n = st.total, len(st.total)
-    s_out, s_in, phase = f.seq_out, f.seq_in, f.phase
+    """Latency and throughput of the phase (stage `metrics`): its `rates` (dse.phases), as
+    dse.model.metrics defines them; NaN for the rate metrics it does not report.
+    `sequences`: sequences of the whole system (every replica runs f.batch of them, the
+    last possibly fewer); `it`: the serving engine's iteration, for a served phase."""
+    n, phase = len(st.total), f.phase
+    rates = phases.get(phase).rates(Rates(
+        time=st.total, sequences=sequences, batch=f.batch, chips=chips, flops=total_flops,
+        seq_in=f.seq_in, seq_out=f.seq_out, tokens=not f.gathers, iteration=it))
+    unknown = set(rates) - set(METRICS)
+    if unknown:
+        raise ValueError(f"phase {phase} reports {', '.join(sorted(unknown))}, which are not "
+                         f"among the rate metrics ({', '.join(METRICS)})")
     nan = np.full(n, np.nan)
-    m = {k: nan for k in METRICS}
-    if phase == "serve" and it is not None:
-        total = total + it.overhead
-        m["ttft_s"] = it.prefill_iterations * total
-        m["tpot_s"] = total
-        m["decode_tokens_per_s"] = 1.0 / total
-        m["output_tokens_per_s"] = sequences * (s_out / it.lifetime) / total
-        m["tokens_per_s_per_chip"] = m["output_tokens_per_s"] / chips
-    m["step_time_s"] = total
-    # a request's whole time: its lifetime of iterations (serve), else the step (decode's
-    # batch generates its seq_out tokens in lockstep)
-    m["latency_s"] = it.lifetime * total if phase == "serve" and it is not None else total
-    m["achieved_flop_per_s"] = sequences / f.batch * total_flops / total
-    if phase == "prefill":
-        m["ttft_s"] = total
-        m["tokens_per_s_per_chip"] = sequences * s_in / total / chips
-    elif phase == "decode":
-        m["tpot_s"] = total / s_out
-        m["decode_tokens_per_s"] = s_out / total
-        m["output_tokens_per_s"] = sequences * s_out / total
-        m["tokens_per_s_per_chip"] = m["output_tokens_per_s"] / chips
-    elif phase in ("inference", "training"):
-        m["samples_per_s"] = sequences / total
-        if not f.gathers:  # a recommender's samples have no tokens
-            m["tokens_per_s_per_chip"] = sequences * s_in / total / chips
+    m = {k: rates.get(k, nan) for k in METRICS}
     out = {k: np.broadcast_to(v, (n,)).astype(float) for k, v in m.items()}
     timed_ = np.isfinite(st.total)  # the rest lack a rate or a link: infeasible by design
     for k, v in out.items():

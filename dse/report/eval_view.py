@@ -7,7 +7,7 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
 
-from dse import units
+from dse import phases, units
 from dse.model import METRICS, Evaluation
 from dse.model.metrics import METRICS as METRIC_DEFS
 from dse.model.power_stage import POWER_METRICS
@@ -44,7 +44,8 @@ def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> d
                      "chips": res.chips, "tp": res.tp, "pp": res.pp,
                      "sequences_per_replica": _num(res.sequences[i]),
                      # serve: the engine profile that ran (the scenario's or the default)
-                     "engine": engine_of(sc).model_dump() if sc.phase == "serve" else None},
+                     "engine": engine_of(sc).model_dump() if phases.get(sc.phase).served
+                     else None},
         # Every override applied: scenario fields the caller replaced, hardware paths (SI).
         "overrides": {**res.scenario_overrides_of(i),
                       **{k: hardware_value(k, float(v[i])) if k.endswith(".generation")
@@ -75,16 +76,14 @@ def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> d
     return doc
 
 
-# Phases without requests (a GEMM, a training step): their table shows the step time, not
-# a request's latency (JSON and CSV carry both, equal there).
-_NO_REQUESTS = ("gemm", "training")
-
-
 def _shown(key: str, phase: str) -> bool:
-    """Whether the eval table shows metric `key` for `phase`."""
+    """Whether the eval table shows metric `key` for `phase`: a phase without requests (a
+    GEMM, a training step) shows the step time, the others a request's latency (JSON and
+    CSV carry both, equal where a step has no requests)."""
+    per_request = phases.get(phase).per_request
     if key == "step_time_s":
-        return phase in _NO_REQUESTS
-    return not (key == "latency_s" and phase in _NO_REQUESTS)
+        return not per_request
+    return not (key == "latency_s" and not per_request)
 
 
 def _serve_label(key: str, label: str, doc: dict[str, Any]) -> str:
@@ -184,7 +183,8 @@ def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) 
     for key, (label, kind) in _METRIC_UNITS.items():
         value = doc["metrics"].get(key)
         if value is not None and _shown(key, sc["phase"]):
-            head.add_row(_serve_label(key, label, doc) if sc["phase"] == "serve" else label,
+            head.add_row(_serve_label(key, label, doc) if phases.get(sc["phase"]).served
+                         else label,
                          _fmt(value, kind))
     if doc.get("power_limited"):
         clock = doc["metrics"].get("clock_hz")
@@ -225,22 +225,20 @@ def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) 
     return Group(heading, head, mem, summary, ops)
 
 
-# Headline metrics of a sweep table, by phase: (frame column, header, Kind or None for a
-# rate shown with SI prefixes, its unit in the header).
-_HEADLINE: dict[str, tuple[tuple[str, str, Any], ...]] = {
-    "gemm": (("step_time_s", "step time", units.TIME),
-             ("achieved_flop_per_s", "achieved\n(system)", units.FLOP_RATE)),
-    "prefill": (("ttft_s", "TTFT", units.TIME),
-                ("tokens_per_s_per_chip", "tokens/s\nper chip", None)),
-    "decode": (("tpot_s", "TPOT", units.TIME),
-               ("output_tokens_per_s", "tokens/s\n(system)", None),
-               ("tokens_per_s_per_chip", "tokens/s\nper chip", None)),
-    "serve": (("output_tokens_per_s", "tokens/s\n(system)", None),
-              ("tokens_per_s_per_chip", "tokens/s\nper chip", None),
-              ("tpot_s", "TPOT", units.TIME), ("ttft_s", "TTFT", units.TIME)),
-    "inference": (("samples_per_s", "samples/s\n(system)", None),
-                  ("tokens_per_s_per_chip", "tokens/s\nper chip", None),
-                  ("latency_s", "latency", units.TIME)),
+# How a sweep table heads each headline metric of a phase (dse.phases: Phase.headline):
+# header, and a Kind, or None for a rate shown with SI prefixes, its unit in the header.
+_SWEEP_HEADER: dict[str, tuple[str, Any]] = {
+    "step_time_s": ("step time", units.TIME),
+    "latency_s": ("latency", units.TIME),
+    "ttft_s": ("TTFT", units.TIME),
+    "tpot_s": ("TPOT", units.TIME),
+    "achieved_flop_per_s": ("achieved\n(system)", units.FLOP_RATE),
+    "output_tokens_per_s": ("tokens/s\n(system)", None),
+    "tokens_per_s": ("tokens/s\n(system)", None),
+    "tokens_per_s_per_chip": ("tokens/s\nper chip", None),
+    "samples_per_s": ("samples/s\n(system)", None),
+    "decode_tokens_per_s": ("tokens/s\nper sequence", None),
+    "mfu": ("MFU", "fraction"),
 }
 _POWER = (("power_per_chip_w", "power\nper chip", units.POWER),)
 _COUNT = dataclasses.replace(units.FLOP_RATE, unit="")
@@ -261,6 +259,8 @@ def _cell(value: Any, kind: Any) -> str:
         return "-"
     if kind is None:  # a rate without a Kind: SI prefixes, the unit is in the header
         return units.format_quantity(float(value), _COUNT).strip()
+    if kind == "fraction":
+        return f"{float(value):.1%}"
     return units.format_quantity(float(value), kind)
 
 
@@ -280,7 +280,7 @@ def sweep_heading(sw: Sweep) -> str:
         text += "; " + " ".join(fixed)
     joiner = " x " if sw.mode == "grid" else ", "
     varied = joiner.join(option_name(k) for k in sw.varied) or "nothing"
-    if ev.scenario.phase == "serve":
+    if phases.get(ev.scenario.phase).served:
         text += "\n" + describe_engine(ev.scenario.engine)
     return f"{text}\n{sw.n} design{'s' if sw.n > 1 else ''}, varying {varied} ({sw.mode})"
 
@@ -301,8 +301,9 @@ def sweep_tables(sw: Sweep) -> Any:
     from rich.text import Text
 
     frame = sw.frame
-    phases = list(dict.fromkeys(frame["phase"]))
-    columns = [c for p in phases for c in _HEADLINE.get(p, ())]
+    phases_run = list(dict.fromkeys(frame["phase"]))
+    columns = [(key, *_SWEEP_HEADER[key]) for p in phases_run
+               for key in phases.get(p).headline]
     columns = list({c[0]: c for c in columns}.values())
     columns += [c for c in _POWER if c[0] in frame and frame[c[0]].notna().any()]
     table = _table()

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from dse import units
+from dse import phases, units
 from dse.errors import DseError
 from dse.search import atomic
 
@@ -280,7 +280,7 @@ def scenario_words(doc: dict[str, Any]) -> str:
     from dse.sweep import SCENARIO_FIELDS
 
     sc = doc["scenario"]
-    prompt = "prompt tokens" if sc["phase"] in ("decode", "serve") else "tokens per sequence"
+    prompt = "prompt tokens" if phases.get(sc["phase"]).generates else "tokens per sequence"
     text = re.sub(r"\bseq_in (\d+)", rf"\1 {prompt}", sc["description"])
     text = re.sub(r"\bseq_out (\d+)", r"\1 output tokens", text)
     text = text.replace("engine default", "the default serving engine")

@@ -51,7 +51,7 @@ def job_metric(job: Job, metric: str, metrics: dict[str, np.ndarray], area_mm2: 
     make). `chips`: [N] chips per design (default: the workload's own)."""
     chips = job.execution.chips if chips is None else chips
     thr = metrics[job.throughput_metric]
-    if job.phase == "prefill":
+    if job.throughput_per_chip:
         thr = thr * chips
     if metric == "throughput":
         return thr

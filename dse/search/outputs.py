@@ -23,7 +23,7 @@ from dse.search import atomic
 from dse.search.objective import Outcome, evaluate_designs
 from dse.search.pareto import front_mask, hypervolume, reference_point
 from dse.search.run import SURPLUS
-from dse.search.space import THROUGHPUT_UNIT, Study, referenced
+from dse.search.space import Study, referenced
 from dse.search.urls import redact
 from dse.spec.vocabulary import generation_names
 
@@ -53,7 +53,7 @@ def objective_units(study: Study) -> dict[str, str]:
 
 def throughput_columns(study: Study) -> list[tuple[str, str, str]]:
     """(workload, its throughput column, unit) for each workload of the study."""
-    return [(n, f"{n}.{j.throughput_metric}", THROUGHPUT_UNIT[j.kind])
+    return [(n, f"{n}.{j.throughput_metric}", j.throughput_unit)
             for n, j in study.jobs.items()]
 
 

@@ -15,9 +15,10 @@ import numpy as np
 import optuna
 from pydantic import ValidationError
 
-from dse import units
+from dse import phases, units
 from dse.errors import DseError, Issue, SpecError, suggest
 from dse.model.execution import Execution
+from dse.model.metrics import METRICS as METRIC_DEFS
 from dse.search import chips
 from dse.spec import assumptions, vocabulary
 from dse.spec.hardware import HardwareSpec
@@ -33,17 +34,8 @@ from dse.spec.study import (
 from dse.spec.technology import TechSpec
 from dse.spec.types import MAX_WHOLE
 from dse.spec.workload import WorkloadSpec
-from dse.workloads import execution_issues, resolve_scenario
+from dse.workloads import execution_issues, kind_of, resolve_scenario
 
-# The throughput metric of each phase (what `maximize: throughput` ranks by), system-wide.
-# Training: tokens/s for a Transformer, samples (user-item pairs)/s for a recommender.
-THROUGHPUT = {"decode": "output_tokens_per_s", "serve": "output_tokens_per_s",
-              "inference": "samples_per_s", "prefill": "tokens_per_s_per_chip",
-              "gemm": "achieved_flop_per_s", "training": "tokens_per_s",
-              "training-recommender": "samples_per_s"}
-THROUGHPUT_UNIT = {"decode": "tokens/s", "serve": "tokens/s", "inference": "samples/s",
-                   "prefill": "tokens/s", "gemm": "FLOP/s", "training": "tokens/s",
-                   "training-recommender": "samples/s"}
 # Metric -> Evaluation.metrics key, for the metrics that are one of them.
 DIRECT = {"energy_per_token": "energy_per_token_j", "energy_per_sample": "energy_per_sample_j",
           "latency": "latency_s", "ttft": "ttft_s", "tpot": "tpot_s",
@@ -121,14 +113,21 @@ class Job:
     resolved: object = None  # the scenario as resolved (to check a varied chip count's split)
 
     @property
-    def kind(self) -> str:
-        """The phase, told apart for a recommender's training (samples, not tokens)."""
-        recommender = self.workload.kind == "recommender" and self.phase == "training"
-        return "training-recommender" if recommender else self.phase
+    def throughput_metric(self) -> str:
+        """What `maximize: throughput` ranks by (dse.phases: Phase.throughput): tokens, or
+        samples for a kind whose samples are not token sequences (a recommender's pairs)."""
+        return phases.get(self.phase).throughput_of(kind_of(self.workload).tokens)
 
     @property
-    def throughput_metric(self) -> str:
-        return THROUGHPUT[self.kind]
+    def throughput_unit(self) -> str:
+        """The unit of the system's throughput ("tokens/s"), from dse.model.metrics."""
+        unit = METRIC_DEFS[self.throughput_metric].unit
+        return unit if isinstance(unit, str) else unit.unit
+
+    @property
+    def throughput_per_chip(self) -> bool:
+        """The phase's throughput metric is per chip: the system's is chips times it."""
+        return phases.get(self.phase).throughput_per_chip
 
 
 @dataclass(frozen=True)
@@ -152,7 +151,7 @@ class Goal:
         metric = self.spec.metric
         if metric in ("throughput", "throughput_per_mm2", "throughput_per_watt",
                       "throughput_per_dollar"):
-            return THROUGHPUT_UNIT[jobs[self.jobs[0]].kind] + METRIC_UNIT.get(metric, "")
+            return jobs[self.jobs[0]].throughput_unit + METRIC_UNIT.get(metric, "")
         return METRIC_UNIT[metric]
 
 

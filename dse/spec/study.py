@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import Field, field_validator, model_validator
 
 from dse.spec.types import Area, Cost, Power, Spec
-from dse.spec.workload import PrecisionName
+from dse.spec.workload import Phase, PrecisionName
 
 Scalar = str | int | float
 Sampler = Literal["nsga2", "tpe", "random", "grid", "gp"]
@@ -79,7 +79,7 @@ class StudyWorkload(Spec):
 
     workload: str = Field(min_length=1)
     scenario: str | None = None
-    phase: Literal["gemm", "prefill", "decode", "serve", "inference", "training"] | None = None
+    phase: Phase | None = None
     batch: int | Literal["max", "best"] | None = None
     seq_in: int | None = Field(default=None, ge=0)
     seq_out: int | None = Field(default=None, ge=0)

@@ -9,17 +9,35 @@ read by the loader, dse.spec.load).
 from __future__ import annotations
 
 import re
-from typing import ClassVar, Literal, get_args
+from typing import Annotated, ClassVar, Literal, get_args
 
-from pydantic import Field, ValidationInfo, field_serializer, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
+from dse import phases
 from dse.errors import DseError
 from dse.spec import lengths as length_library
 from dse.spec.lengths import LengthDistribution
 from dse.spec.types import MAX_WHOLE, Spec, Time, TimeOrZero
 
-Phase = Literal["gemm", "prefill", "decode", "serve", "inference", "training"]
-PHASES: tuple[str, ...] = get_args(Phase)
+
+def _registered(name: str) -> str:
+    """A phase name the registry knows (dse.phases), refused as a choice otherwise."""
+    if name not in phases.REGISTRY:
+        raise PydanticCustomError("literal_error", "unknown phase",
+                                  {"expected": ", ".join(f"'{p}'" for p in phases.names())})
+    return name
+
+
+# A phase: one of dse.phases' registry (the built-ins and any a module registers).
+Phase = Annotated[str, AfterValidator(_registered)]
 DataType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
 # Scenario precision names: a data type for everything, or weight-only quantization.
 PrecisionName = Literal["fp32", "bf16", "fp16", "fp8", "int8", "w8a16", "w4a16", "mixed"]
@@ -139,8 +157,9 @@ class Scenario(Spec):
     """A named way to run the model; the CLI can override each field."""
 
     phase: Phase
-    """gemm (a single matrix multiply), prefill (time to first token), decode (token
-    generation), serve (continuous batching), inference (encoder), training."""
+    """A registered phase (dse.phases): gemm (a single matrix multiply), prefill (time to
+    first token), decode (token generation), serve (continuous batching), inference
+    (encoders, recommenders), training."""
     batch: int | Literal["max", "best"] = 1
     """Sequences per step; or `max`: the most that fit in memory, or `best`: the batch that
     gives the most throughput among those that fit (serve, inference)."""
@@ -173,7 +192,8 @@ class Scenario(Spec):
     def _training_precision(cls, value: str, info: ValidationInfo) -> str:
         """Refused at the precision key (file:line:col), as `dse check` and every command
         that loads the file say it; recommenders keep their own rule."""
-        if (info.data.get("phase") == "training" and cls._transformer_training
+        phase = phases.REGISTRY.get(str(info.data.get("phase")))
+        if (phase is not None and phase.trains and cls._transformer_training
                 and value not in TRAINING_PRECISION_NAMES):
             raise ValueError(f"{value}: {TRAINING_PRECISION_TEXT}")
         return value
@@ -203,22 +223,28 @@ class Scenario(Spec):
     def _lengths(self) -> Scenario:
         if isinstance(self.batch, int) and self.batch < 1:
             raise ValueError("batch must be a positive whole number, 'max' or 'best'")
-        if self.phase in ("decode", "serve") and self.seq_out < 1:
+        ph = phases.get(self.phase)
+        if "seq_out" in ph.needs and self.seq_out < 1:
             raise ValueError(f"phase {self.phase} needs seq_out >= 1 (tokens to generate)")
-        if self.phase in ("prefill", "inference", "training", "serve") and self.seq_in < 1:
+        if "seq_in" in ph.needs and self.seq_in < 1:
             raise ValueError(f"phase {self.phase} needs seq_in >= 1")
-        if self.batch in ("max", "best") and self.phase not in ("serve", "inference"):
-            raise ValueError(f"batch '{self.batch}' is for the serve and inference phases")
+        if self.batch in ("max", "best") and self.batch not in ph.batch_modes:
+            takers = phases.those(lambda p: self.batch in p.batch_modes)
+            raise ValueError(f"batch '{self.batch}' is for the {phases.listed(takers)} "
+                             f"phase{'s' if len(takers) > 1 else ''}")
         if self.latency_target is not None and self.batch != "best":
             raise ValueError("latency_target goes with batch 'best'")
-        if self.engine is not None and self.phase != "serve":
-            raise ValueError("engine goes with phase serve")
-        if self.training is not None and self.phase != "training":
-            raise ValueError("training (the training setup) goes with phase training")
+        for section, what in (("engine", "engine"),
+                              ("training", "training (the training setup)")):
+            if getattr(self, section) is not None and section not in ph.takes:
+                takers = phases.those(lambda p, s=section: s in p.takes)
+                raise ValueError(f"{what} goes with phase {phases.listed(takers, 'or')}")
         if self.lengths is not None:
-            if self.phase != "inference":
-                raise ValueError(f"lengths (a length distribution) goes with phase inference; "
-                                 f"phase {self.phase} runs every sequence at its seq_in")
+            if "lengths" not in ph.takes:
+                takers = phases.those(lambda p: "lengths" in p.takes)
+                raise ValueError(f"lengths (a length distribution) goes with phase "
+                                 f"{phases.listed(takers, 'or')}; phase {self.phase} runs "
+                                 "every sequence at its seq_in")
             why = self.lengths.fits(self.seq_in)
             if why:
                 raise ValueError(why)
@@ -394,6 +420,11 @@ class Evaluation(Spec):
     every: int = Field(gt=0)
 
 
+# The shapes of work (dse.phases.WORKS) a recommender runs: a forward of its samples, and
+# training.
+RECOMMENDER_WORKS = frozenset({"encode", "train"})
+
+
 class RecScenario(Scenario):
     """A recommender scenario: `batch` counts samples of `pairs` user-item pairs each;
     sequence lengths do not apply."""
@@ -417,11 +448,12 @@ class RecScenario(Scenario):
 
     @model_validator(mode="after")
     def _phase(self) -> RecScenario:
-        if self.phase not in ("inference", "training"):
-            raise ValueError(f"a recommender runs phase inference or training, not "
+        if phases.get(self.phase).work not in RECOMMENDER_WORKS:
+            able = phases.those(lambda p: p.work in RECOMMENDER_WORKS)
+            raise ValueError(f"a recommender runs phase {phases.listed(able, 'or')}, not "
                              f"{self.phase}")
         if (self.optimizer is not None or self.evaluation is not None) \
-                and self.phase != "training":
+                and not phases.get(self.phase).trains:
             raise ValueError("optimizer and evaluation go with phase training")
         if self.training is not None:
             raise ValueError("training: a recommender states its optimizer and evaluation "

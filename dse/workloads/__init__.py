@@ -14,7 +14,7 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
-from dse import units
+from dse import phases, units
 from dse.errors import DseError
 from dse.spec.messages import blamed
 from dse.spec.workload import WORKLOAD_SCHEMAS, RecScenario, Scenario, WorkloadSpec
@@ -35,12 +35,18 @@ class WorkloadKind:
     """(errors, warnings) of running a scenario split tp x pp ways."""
     context: Callable[[Any], int | None]
     """Longest sequence the model supports (None: no limit or not a sequence model)."""
+    works: frozenset[str]
+    """The shapes of work (dse.phases.WORKS) it lowers: it runs the phases of these."""
+    tokens: bool = True
+    """Its samples are sequences of tokens (False: a recommender's user-item pairs)."""
 
 
 KINDS: dict[str, WorkloadKind] = {
-    "transformer": WorkloadKind(transformer.lower, transformer.check, transformer.context),
-    "gemm": WorkloadKind(gemm.lower_gemm, gemm.check, lambda spec: None),
-    "recommender": WorkloadKind(recommender.lower, recommender.check, lambda spec: None),
+    "transformer": WorkloadKind(transformer.lower, transformer.check, transformer.context,
+                                transformer.WORKS),
+    "gemm": WorkloadKind(gemm.lower_gemm, gemm.check, lambda spec: None, gemm.WORKS),
+    "recommender": WorkloadKind(recommender.lower, recommender.check, lambda spec: None,
+                                recommender.WORKS, tokens=False),
 }
 assert set(KINDS) == set(WORKLOAD_SCHEMAS), "every workload schema has a lowering"
 
@@ -49,20 +55,14 @@ def kind_of(spec: WorkloadSpec) -> WorkloadKind:
     """The registered kind of a workload spec."""
     return KINDS[spec.kind]
 
+def runs(spec: WorkloadSpec, phase: str) -> bool:
+    """Whether a workload of this kind runs `phase` (its kind lowers the phase's work)."""
+    return phases.get(phase).work in kind_of(spec).works
+
+
 # The scenario a phase runs when the workload file names none of that phase and the caller
-# names no scenario (`--phase decode` on a model whose file lists only prefill scenarios).
-# Lengths follow the common benchmark settings: a 1,024-token prompt (TensorRT-LLM's and
-# vLLM's throughput tables use 128 to 2,048), 128 generated tokens, one sequence for the
-# latency phases and the largest batch that fits for the throughput phases; an encoder runs
-# 384 tokens (MLPerf BERT's max_seq_length). Lengths are capped at the model's context.
-PHASE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemm": {"phase": "gemm"},
-    "prefill": {"phase": "prefill", "batch": 1, "seq_in": 1024},
-    "decode": {"phase": "decode", "batch": 1, "seq_in": 1024, "seq_out": 128},
-    "serve": {"phase": "serve", "batch": "max", "seq_in": 1024, "seq_out": 128},
-    "inference": {"phase": "inference", "batch": 1, "seq_in": 384},
-    "training": {"phase": "training", "batch": 8, "seq_in": 2048},
-}
+# names no scenario (`--phase decode` on a model whose file lists only prefill scenarios) is
+# the phase's `default` (dse.phases), with lengths capped at the model's context.
 
 
 def _phase_default(spec: WorkloadSpec, phase: str) -> Scenario:
@@ -70,7 +70,7 @@ def _phase_default(spec: WorkloadSpec, phase: str) -> Scenario:
     recommender's RecScenario, which keeps its own seq_in and refuses the phases a
     recommender does not run)."""
     cls = get_args(type(spec).model_fields["scenarios"].annotation)[1]
-    fields = dict(PHASE_DEFAULTS[phase])
+    fields = {"phase": phase, **phases.get(phase, "--phase").default}
     if issubclass(cls, RecScenario):
         fields.pop("seq_in", None)
     context = kind_of(spec).context(spec)
@@ -94,9 +94,7 @@ def resolve_scenario(spec: WorkloadSpec, name: str | None = None, *, phase: str 
     if name is None and phase is not None:
         name = next((n for n, s in spec.scenarios.items() if s.phase == phase), None)
         if name is None:
-            if phase not in PHASE_DEFAULTS:
-                raise DseError(f"--phase: expected one of: {', '.join(PHASE_DEFAULTS)}, "
-                               f"found '{phase}'")
+            phases.get(phase, "--phase")  # a phase the registry knows
             base = _phase_default(spec, phase)
             return f"{phase} (default)", _replaced(spec, f"{phase} (default)", base, overrides)
     if name is None:
@@ -139,20 +137,21 @@ def scenario_for(spec: WorkloadSpec, name: str | None = None, **overrides: Any) 
 def describe_scenario(sc: Scenario) -> str:
     """One line: phase, batch, lengths, precision ("decode, batch 1, seq_in 5, seq_out 200,
     bf16"); serve adds its engine ("engine default", or the engine fields it sets)."""
+    ph = phases.get(sc.phase)
     parts = [sc.phase]
-    if sc.phase != "gemm":
+    if ph.work != "gemm":
         parts.append(f"batch {sc.batch}")
         if isinstance(sc, RecScenario):
             if sc.pairs:
                 parts.append(f"{sc.pairs:g} pairs per sample")
         elif sc.seq_in:
             parts.append(f"seq_in {sc.seq_in}")
-        if sc.phase in ("decode", "serve"):
+        if ph.generates:
             parts.append(f"seq_out {sc.seq_out}")
         if sc.lengths is not None:
             parts.append(f"lengths {sc.lengths.describe()}")
     parts.append(sc.precision + (f" (KV {sc.kv_precision})" if sc.kv_precision else ""))
-    if sc.phase == "serve":  # the engine's fields the scenario sets (serving.describe_engine)
+    if ph.served:  # the engine's fields the scenario sets (serving.describe_engine)
         given = sorted(sc.engine.model_fields_set) if sc.engine is not None else []
         shown = {k: units.format_quantity(getattr(sc.engine, k), units.TIME)
                  if k == "iteration_overhead" else getattr(sc.engine, k) for k in given}
@@ -174,7 +173,12 @@ def lower(spec: WorkloadSpec, scenario: Scenario, counting: Counting = DEFAULT,
     design) replaces the scenario's batch and makes every quantity [N, I]. `chips`: the
     data-parallel replicas, for the kinds whose lowering depends on them (a recommender
     shards its tables over them)."""
+    kind = kind_of(spec)
+    if not runs(spec, scenario.phase):
+        able = phases.those(lambda p: p.work in kind.works)
+        raise DseError(f"{spec.name}: a {spec.kind} workload runs phase "
+                       f"{phases.listed(able, 'or')}, not {scenario.phase}")
     try:
-        return kind_of(spec).lower(spec, scenario, counting, batch=batch, chips=chips)
+        return kind.lower(spec, scenario, counting, batch=batch, chips=chips)
     except ValueError as e:
         raise DseError(f"{spec.name}: {e}") from None

@@ -23,7 +23,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.spec.workload import RecommenderSpec, RecOptimizer, RecScenario, Skew
+from dse import phases
+from dse.spec.workload import (
+    RECOMMENDER_WORKS,
+    RecommenderSpec,
+    RecOptimizer,
+    RecScenario,
+    Skew,
+)
 from dse.workloads.optable import Facts, Gather, OpRow, OpTable
 from dse.workloads.transformer import DEFAULT, DTYPE_BYTES, PRECISIONS, Counting
 
@@ -31,6 +38,7 @@ from dse.workloads.transformer import DEFAULT, DTYPE_BYTES, PRECISIONS, Counting
 # JESD79-4/-5) and two 32-byte GPU sectors: it ranks tables without knowing the chip. The
 # model itself rounds each row to the access granularity of the level that serves it
 # (MemoryLevel.gather_granularity, applied in dse.model.stages.gather_home).
+WORKS = RECOMMENDER_WORKS  # the shapes of work (dse.phases.WORKS) it lowers
 PLANNER_GRANULARITY = 64.0
 INDEX_BYTES = 4.0  # int32 row indices (MLPerf DLRM-v2 harnesses; TorchRec's int64: 8)
 # The backward sorts the (row index, position) pairs of a batch by row before it reduces the
@@ -323,7 +331,7 @@ def lower(spec: RecommenderSpec, scenario: RecScenario, counting: Counting = DEF
     (`plan_shards`): a chip gathers from its shards for every chip's samples, and an
     all-to-all returns the pooled rows to the chips whose samples they belong to (the chip
     with the most gather traffic is modelled)."""
-    training = scenario.phase == "training"
+    training = phases.get(scenario.phase).trains
     w, a, _, dtype = PRECISIONS[scenario.precision]
     wb = counting.element_bytes or DTYPE_BYTES[w]
     ab = counting.element_bytes or DTYPE_BYTES[a]

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from dse import phases
 from dse.spec.workload import Scenario, TransformerSpec, parameter_counts
 from dse.workloads import training
 from dse.workloads.optable import DTYPE_BYTES, Facts, OpRow, OpTable
@@ -102,7 +103,7 @@ class _Builder:
         # The linear layers read their inputs at the bf16 width: the cast of each input to
         # FP8 is a pass over it that the GEMM would otherwise save.
         self.other = self.dtype
-        if sc.phase == "training" and sc.precision == "fp8":
+        if phases.get(sc.phase).trains and sc.precision == "fp8":
             a, self.other = "bf16", "bf16"
         self.wdt = w
         kv = sc.kv_precision or kv
@@ -319,6 +320,12 @@ def _backward(rows: list[OpRow]) -> list[OpRow]:
     return out
 
 
+# The shapes of work (dse.phases.WORKS) a Transformer lowers, by architecture: a decoder's
+# prompt pass, token generation and serving iterations; an encoder's forward; both train.
+ARCHITECTURE_WORKS = {"decoder": frozenset({"prefill", "decode", "serve", "train"}),
+                      "encoder": frozenset({"encode", "train"})}
+WORKS = ARCHITECTURE_WORKS["decoder"] | ARCHITECTURE_WORKS["encoder"]
+
 # The backward of a tensor-parallel GEMM: a column-parallel (or vocabulary-parallel) GEMM's
 # input gradient is a partial sum over the ranks and is all-reduced (Megatron's `f`); a
 # row-parallel GEMM's is already split and needs none (Shoeybi et al. 2019, Fig. 3).
@@ -334,7 +341,7 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
     are dse.model.parallel's), except in training, where the global batch is shared among
     them: the rows are one micro-batch's, counted for every micro-batch of the step, and
     the optimizer's update follows (dse.workloads.training)."""
-    setup = training.setup(scenario, chips) if scenario.phase == "training" else None
+    setup = training.setup(scenario, chips) if phases.get(scenario.phase).trains else None
     if setup is not None and batch is None:
         batch = float(setup.micro_batch)
     if batch is None:
@@ -350,21 +357,24 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
         s_in, square = scenario.lengths.moments()
     b = _Builder(model, scenario, counting)
     phase = scenario.phase
-    if phase == "gemm":
-        raise ValueError("phase gemm is for gemm:MxNxK workloads, not a Transformer")
-    if phase == "inference" and model.architecture != "encoder":
-        raise ValueError("phase inference is for encoders; use prefill, decode or serve")
-    if phase in ("prefill", "decode", "serve") and model.architecture != "decoder":
-        raise ValueError(f"phase {phase} is for decoders; use inference for an encoder")
+    work = phases.get(phase).work
+    decoder = model.architecture == "decoder"
+    if work not in ARCHITECTURE_WORKS[model.architecture]:
+        other = "encoder" if decoder else "decoder"
+        own = ARCHITECTURE_WORKS[model.architecture] - {"train"}
+        uses = phases.listed(phases.those(lambda p: p.work in own), "or")
+        raise ValueError(f"phase {phase} is for {other}s; use {uses} for an "
+                         f"{model.architecture}" if work in ARCHITECTURE_WORKS[other] else
+                         f"phase {phase} is not run by a Transformer; use {uses}")
     engine = engine_of(scenario)
-    it = iteration(batch, s_in, s_out, engine) if phase == "serve" else None
-    if phase == "prefill":
+    it = iteration(batch, s_in, s_out, engine) if work == "serve" else None
+    if work == "prefill":
         _forward(b, "prefill", batch, s_in)
-    if phase == "decode":
+    if work == "decode":
         _decode(b, batch, s_in, s_out)
     if it is not None:
         _serve(b, it)
-    if phase == "inference":
+    if work == "encode":
         _forward(b, "inference", batch, s_in, square)
     if setup is not None:
         b.ep = setup.ep
@@ -376,8 +386,8 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
             r.count *= setup.microbatches
         b.rows.append(training.optimizer_row(model, setup, parameter_counts(model)["total"],
                                              chips))
-    cached = model.architecture == "decoder"
-    generates = phase in ("decode", "serve")
+    cached = decoder
+    generates = phases.get(phase).generates
     kv_per_token = model.layers * 2 * model.n_kv_heads * model.d_head * b.kvb if cached \
         else 0.0
     context_max = s_in + (s_out if generates else 0.0)
@@ -386,7 +396,7 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
     # that gets kv_memory_fraction of the memory beside the weights and workspace: the bytes
     # it takes are the reservations over that fraction (dse.workloads.serving).
     kv_tokens_held = kv_tokens(s_in, s_out, engine) / engine.kv_memory_fraction \
-        if phase == "serve" else context_max
+        if it is not None else context_max
     facts = Facts(
         phase=phase, batch=batch, seq_in=s_in, seq_out=s_out if generates else 0.0,
         layers=model.layers, kv_heads=model.n_kv_heads,
@@ -419,7 +429,7 @@ def check(model: TransformerSpec, sc: Scenario, tp: int, pp: int) -> tuple[list[
         warnings.append(f"--pp {pp} does not divide the {model.layers} layers of "
                         f"{model.name}: the longest stage holds {-(-model.layers // pp)} "
                         "layers and sets the pace")
-    length = sc.seq_in + (sc.seq_out if sc.phase in ("decode", "serve") else 0)
+    length = sc.seq_in + (sc.seq_out if phases.get(sc.phase).generates else 0)
     if model.max_positions and length > model.max_positions:
         warnings.append(f"{model.name}: {length} tokens (seq_in + seq_out) exceed the "
                         f"model's context of {model.max_positions} (max_positions)")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
+from dse import phases
 from dse.spec import vocabulary
 from dse.spec.catalogue import catalogue
 from dse.spec.load import library_names, load_hardware, load_workload
@@ -24,7 +25,7 @@ from dse.spec.load import library_names, load_hardware, load_workload
 HARDWARE = library_names("hardware")
 WORKLOADS = library_names("workload")
 RECOMMENDERS = ["dlrm-dcnv2", "rm1", "rm2"]
-PHASES = ["gemm", "prefill", "decode", "serve", "inference", "training"]
+PHASES = list(phases.names())
 PRECISIONS = ["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "w8a16", "w4a16",
               "mixed", "fp64"]
 ODD_TEXTS = ["", " ", "0", "-1", "nan", "inf", "1e3", "1.5", "0x10", "max", "best", "none",

@@ -4,8 +4,9 @@ never another phase's lengths."""
 import pytest
 
 import dse
+from dse import phases
 from dse.errors import DseError
-from dse.workloads import PHASE_DEFAULTS, describe_scenario, resolve_scenario
+from dse.workloads import describe_scenario, resolve_scenario
 
 
 def test_phase_picks_the_first_scenario_of_that_phase():
@@ -21,9 +22,9 @@ def test_a_phase_the_file_lacks_runs_its_documented_default():
     gpt2 = dse.load_workload("gpt2")  # no serve scenario; context 1024
     name, sc = resolve_scenario(gpt2, phase="serve")
     assert name == "serve (default)"
-    assert sc.batch == PHASE_DEFAULTS["serve"]["batch"] == "max"
+    assert sc.batch == phases.get("serve").default["batch"] == "max"
     assert sc.seq_in + sc.seq_out <= 1024  # capped at the model's context
-    assert sc.seq_out == PHASE_DEFAULTS["serve"]["seq_out"]
+    assert sc.seq_out == phases.get("serve").default["seq_out"]
 
 
 def test_fields_given_replace_the_scenarios():

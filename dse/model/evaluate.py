@@ -55,8 +55,9 @@ from dse.model.batch import DesignBatch, design_batch
 from dse.model.chunks import chunked  # issue 15: chunked evaluation
 from dse.model.execution import Execution
 from dse.model.operating_point import CALIBRATION_GEMMS, calibrate
-from dse.model.parallel import chip_ops, collective_times
-from dse.model.placement import WORKSPACE, Placement, place
+from dse.model.parallel import chip_ops
+from dse.model.passes import run_pass
+from dse.model.placement import WORKSPACE, Placement
 from dse.model.power import StepEnergy, step_energy
 from dse.model.power_stage import static_power, with_power
 from dse.model.reasons import Reasons
@@ -64,26 +65,15 @@ from dse.model.stages import (
     METRICS,
     PIPELINE,
     Step,
-    access,
     activation_bytes,
-    fit_word,
     footprint,
     phase_metrics,
-    step,
-    timed,
 )
 from dse.spec.hardware import HardwareSpec
 from dse.spec.technology import TechSpec
 from dse.spec.types import MAX_WHOLE
 from dse.spec.vocabulary import generation_names
-from dse.spec.workload import (
-    GemmSpec,
-    RecommenderSpec,
-    Scenario,
-    TransformerSpec,
-    WorkloadSpec,
-    gemm_from_name,
-)
+from dse.spec.workload import Scenario, WorkloadFile, WorkloadSpec, gemm_from_name
 from dse.workloads import execution_issues, kind_of, lower, resolve_scenario, runs
 from dse.workloads.optable import CLASSES
 from dse.workloads.serving import batch_limit, engine_of, iteration
@@ -268,7 +258,7 @@ def _checked_arguments(a: dict[str, object]) -> None:
     if not isinstance(a["hw"], HardwareSpec | DesignBatch):
         _expect("hw", "a hardware spec (dse.load_hardware('h100-sxm')) or a DesignBatch "
                       "(dse.design_batch)", a["hw"])
-    if not isinstance(a["wl"], TransformerSpec | GemmSpec | RecommenderSpec):
+    if not isinstance(a["wl"], WorkloadFile):  # every kind's schema (dse.workloads.KINDS)
         _expect("wl", "a workload spec (dse.load_workload('llama2-7b'))", a["wl"])
     for key in ("scenario", "phase", "precision", "kv_precision"):
         if a[key] is not None and not isinstance(a[key], str):
@@ -406,7 +396,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     if ph.trains and wl.kind == "transformer":  # its planner (dse.model.training)
         tr = training.run(db, wl, sc, ex)
         run = Run(step=tr.step, placement=tr.placement, feasible=tr.feasible,
-                  reason=Reasons.of(tr.reason),
+                  reason=tr.reason,
                   metrics={**{k: np.full(db.n, np.nan) for k in METRICS}, **tr.metrics})
         seqs = np.full(db.n, float(sc.batch) / ex.dp)
         none_fit = np.zeros(db.n, dtype=bool)
@@ -584,21 +574,8 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     ph = phases.get(sc.phase)
     serve = ph.served
     it = iteration(per_replica, sc.seq_in, sc.seq_out, engine_of(sc)) if serve else None
-    ops, coll = chip_ops(table, ex, stages_in_sequence=ph.in_sequence, own=True)
-    ws = activation_bytes(ops)
-    fp = footprint(table, ops, ex, ws)
-    placed = place(db, fp)
-    acc = access(db, placed, fp, ops, ws, table.facts)
-    st = step(db, ops, coll, timed(db, ops, acc, table.facts),
-              collective_times(db, coll))
-
-    reasons = Reasons.none(db.n).first(~placed.feasible & (placed.short > 0),
-                                       fit_word(db, fp, placed.short))
-    reasons = reasons.first(st.missing_rate, f"no compute rate for precision {sc.precision} "
-                                             f"on {db.spec.name}")
-    reasons = reasons.first(st.no_link,
-                            f"{ex.model_split if ex.model_split > 1 else ex.chips} chips must "
-                            f"communicate but {db.spec.name} has no chip-to-chip links")
+    done = run_pass(db, table, ex, in_sequence=ph.in_sequence, precision=sc.precision)
+    st, placed, reasons = done.step, done.placement, done.reasons
     if serve:
         limit = batch_limit(sc.seq_in, sc.seq_out, engine_of(sc))
         reasons = reasons.first(np.broadcast_to(per_replica, (db.n,)) > limit,

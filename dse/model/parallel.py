@@ -42,6 +42,22 @@ from dse.workloads.optable import SPLITS as TABLE_SPLITS
 from dse.workloads.optable import TENSOR_CLASSES, Facts, OpTable
 from dse.workloads.transformer import DTYPE_BYTES
 
+# What a collective is for (Collectives.role): the stages that plan, overlap or count a
+# collective find it by its role, never by its name.
+ROLES = (
+    "tensor",  # a tensor-parallel split's all-reduce or gather (Megatron's f and g)
+    "pipeline_send",  # a stage's activations to the next (and gradients back, training)
+    "embedding_exchange",  # sharded embedding tables' pooled rows to their samples' chips
+    "gradient_reduce",  # data-parallel gradients all-reduced (ZeRO 0, DDP)
+    "gradient_reduce_scatter",  # ... reduce-scattered (ZeRO 1-3, distributed optimizer)
+    "parameter_all_gather",  # updated parameter shards all-gathered after the update
+    "parameter_prefetch",  # ZeRO-3 / FSDP: every stage's parameters gathered before use
+    "context_kv_gather",  # context parallelism: K and V of the whole sequence (forward)
+    "context_kv_scatter",  # ... their gradients reduce-scattered (backward)
+    "expert_dispatch",  # expert parallelism: tokens to their experts and back (forward)
+    "expert_dispatch_backward",  # ... and their gradients (backward)
+)
+
 # The stage a pipeline's activation send is counted in, by the shape of work (a serving
 # iteration's sends are its decode stage's); other works count it in the phase's own.
 SEND_STAGE = {"decode": "decode", "serve": "decode", "prefill": "prefill"}
@@ -116,7 +132,8 @@ COLLECTIVES: dict[str, Callable[[int, np.ndarray], tuple[int, np.ndarray]]] = {
 class Collectives:
     """Communication steps, [J] arrays (nbytes [J] or [N, J] when the batch differs by
     design): kind (a key of COLLECTIVES), stage (prefill, decode ... as the operators'),
-    group size, bytes per instance (the whole tensor), repeat count."""
+    group size, bytes per instance (the whole tensor), repeat count, and role (one of
+    ROLES: what the collective is for, which the training stages find it by)."""
 
     name: np.ndarray
     kind: np.ndarray
@@ -124,12 +141,26 @@ class Collectives:
     group: np.ndarray
     nbytes: np.ndarray
     count: np.ndarray
+    role: np.ndarray
 
     def __post_init__(self) -> None:
         for kind in self.kind:
             if kind not in COLLECTIVES:
                 raise ValueError(f"unknown collective '{kind}'; expected one of: "
                                  f"{', '.join(COLLECTIVES)}")
+        if len(self.role) != len(self.name):
+            raise ValueError(f"{len(self.name)} collectives but {len(self.role)} roles")
+        for role in self.role:
+            if role not in ROLES:
+                raise ValueError(f"unknown collective role '{role}'; expected one of: "
+                                 f"{', '.join(ROLES)}")
+
+    def having(self, role: str) -> np.ndarray:
+        """[J] bool: the collectives of `role` (one of ROLES)."""
+        if role not in ROLES:
+            raise ValueError(f"unknown collective role '{role}'; expected one of: "
+                             f"{', '.join(ROLES)}")
+        return self.role == role
 
     def __len__(self) -> int:
         return len(self.name)
@@ -211,6 +242,7 @@ def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Col
     """The collective each split declares (over the tp group) and the pipeline sends."""
     tp, pp = ex.tp, ex.pp
     names, kinds, stages, groups, sizes, counts = [], [], [], [], [], []
+    roles: list[str] = []
     # throughput phases: a chip runs the layers of its stage only (as chip_ops counts them)
     per_stage = math.ceil((table.facts.layers or pp) / pp) / (table.facts.layers or pp) \
         if not stages_in_sequence and pp > 1 else 1.0
@@ -220,6 +252,7 @@ def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Col
             if kind is None:
                 continue
             names.append(f"{table.name[i]}.{kind}")
+            roles.append("tensor")
             kinds.append(kind)
             stages.append(table.stage[i])
             groups.append(tp)
@@ -229,6 +262,7 @@ def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Col
     if ex.dp > 1 and np.any(np.asarray(exchange) > 0):
         # sharded embedding tables: the pooled rows go back to the chips whose pairs they are
         names.append("embeddings.all_to_all")
+        roles.append("embedding_exchange")
         kinds.append("all_to_all")
         stages.append("forward")
         groups.append(ex.dp)
@@ -237,6 +271,7 @@ def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Col
     reduce = table.facts.reduce
     if ex.dp > 1 and np.any(np.asarray(reduce) > 0):
         names.append("gradients.all_reduce")  # data-parallel dense layers
+        roles.append("gradient_reduce")
         kinds.append("all_reduce")
         stages.append("backward")
         groups.append(ex.dp)
@@ -255,18 +290,19 @@ def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Col
         if work == "serve":
             passes, tokens = 1.0, f.iteration_tokens
         names.append("stage_send")
+        roles.append("pipeline_send")
         kinds.append("send")
         stages.append(stage)
         groups.append(2)
         sizes.append(tokens * f.hidden_bytes_per_token)
         counts.append(passes * hops)
-    return collectives_of(names, kinds, stages, groups, sizes, counts)
+    return collectives_of(names, kinds, stages, groups, sizes, counts, roles)
 
 
 def collectives_of(names: list, kinds: list, stages: list, groups: list, sizes: list,
-                   counts: list) -> Collectives:
+                   counts: list, roles: list) -> Collectives:
     """Collectives from one list per field, one entry per collective (sizes and counts:
-    numbers, or [N] arrays where they differ by design)."""
+    numbers, or [N] arrays where they differ by design; roles: of ROLES)."""
     lead = np.broadcast_shapes(*(np.shape(v) for v in (*sizes, *counts))) if sizes else ()
 
     def cols(values: list) -> np.ndarray:
@@ -277,7 +313,8 @@ def collectives_of(names: list, kinds: list, stages: list, groups: list, sizes: 
 
     return Collectives(name=np.array(names, dtype=object), kind=np.array(kinds, dtype=object),
                        stage=np.array(stages, dtype=object), group=np.array(groups, dtype=float),
-                       nbytes=cols(sizes), count=cols(counts))
+                       nbytes=cols(sizes), count=cols(counts),
+                       role=np.array(roles, dtype=object))
 
 
 def collective_bandwidth(batch: DesignBatch, group: int) -> np.ndarray:

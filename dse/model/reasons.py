@@ -97,6 +97,16 @@ class Reasons:
         mask = np.concatenate([p.any for p in parts]) if parts else np.zeros(0, dtype=bool)
         return cls(n, [(mask, word)])
 
+    @classmethod
+    def pick(cls, parts: Sequence[Reasons], best: np.ndarray) -> Reasons:
+        """Per design i the reason `parts[best[i]]` gives it (the parts cover the same
+        designs: one per candidate setup, `best` the candidate each design keeps)."""
+        best = np.asarray(best, dtype=np.intp)
+        if len(parts) == 1:
+            return parts[0]
+        mask = np.stack([p.any for p in parts])[best, np.arange(len(best))]
+        return cls(len(best), [(mask, lambda i: parts[int(best[i])].text(i))])
+
     def text(self, i: int) -> str:
         """Design i's reason, worded ("" when it has none)."""
         return "; ".join(w(i) for m, w in self.clauses if m[i])

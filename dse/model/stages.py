@@ -66,6 +66,13 @@ class Step:
     total: np.ndarray  # [N] s
     missing_rate: np.ndarray  # [N] bool
     no_link: np.ndarray  # [N] bool: chips must talk but cannot
+    role: np.ndarray | None = None  # [J] a collective's role (parallel.ROLES), "" otherwise
+
+    def of_role(self, role: str) -> np.ndarray:
+        """[J] bool: the step's collectives of `role` (parallel.ROLES)."""
+        if self.role is None:
+            return np.zeros(len(self.names), dtype=bool)
+        return self.role == role
 
 
 def footprint(table: OpTable, ops: ChipOps, ex: Execution,
@@ -296,7 +303,9 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
         time=time,
         bound=np.concatenate([t.bound, np.full((n, nc), INTERCONNECT)], axis=1),
         total=total,
-        missing_rate=t.missing_rate, no_link=no_link)
+        missing_rate=t.missing_rate, no_link=no_link,
+        role=np.concatenate([np.full(len(ops.name), "", dtype=object),
+                             coll.role.astype(object)]))
 
 
 def phase_metrics(f: Facts, st: Step, sequences: np.ndarray | float, chips: int,

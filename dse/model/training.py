@@ -44,24 +44,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse import phases
 from dse.errors import DseError
 from dse.model.batch import DesignBatch
 from dse.model.divisors import divisors
 from dse.model.execution import Execution
 from dse.model.kernel import rate_of
-from dse.model.parallel import Collectives, chip_ops, collective_times, collectives_of
-from dse.model.placement import TRAINING, WORKSPACE, Footprint, Placement, place
+from dse.model.parallel import Collectives, collectives_of
+from dse.model.passes import Plugin, run_pass
+from dse.model.performance import ChipOps
+from dse.model.placement import TRAINING, WORKSPACE, Footprint, Placement
+from dse.model.reasons import Reasons
 from dse.model.stages import (
     PIPELINE,
     Step,
-    access,
-    activation_bytes,
-    fit_text,
     spent,
-    step,
-    timed,
 )
-from dse.model.training_memory import TrainingMemory, TrainingPlan, plan_training_memory
+from dse.model.training_memory import TrainingPlan, plan_training_memory
 from dse.spec.workload import Scenario, Training, TransformerSpec, parameter_counts
 from dse.workloads import lower
 from dse.workloads.optable import MATRIX_KINDS, TENSOR_CLASSES, OpTable
@@ -89,6 +88,9 @@ def micro_batches(per_replica: int) -> list[int]:
 
 
 RECOMPUTE = ("none", "selective", "full")  # cheapest first
+# The operator kinds of a layer's attention core, under which ring attention passes its K
+# and V blocks (the context-parallel exchange's overlap window).
+ATTENTION_CORE = ("attention_score", "softmax", "attention_value")
 ZERO_ORDER = (1, 2, 0, 3)  # ZeRO 1 and 2 cost no more bytes than 0 and update 1/dp of it
 TRAINING_METRICS = ("step_time_s", "tokens_per_s", "model_flop_per_s_per_chip",
                     "hardware_flop_per_s_per_chip", "mfu")
@@ -130,7 +132,7 @@ class TrainingRun:
     step: Step
     placement: Placement
     feasible: np.ndarray
-    reason: np.ndarray
+    reason: Reasons
     metrics: dict[str, np.ndarray]
     setup: dict[str, np.ndarray]
     memory: dict[str, np.ndarray]
@@ -286,10 +288,8 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
     chosen = t.model_copy(update=effective(c, ex).fields())
     sc_c = sc.model_copy(update={"training": chosen})
     table = lower(wl, sc_c, chips=ex.dp)
-    ops, coll = chip_ops(table, ex, stages_in_sequence=False, own=True)
     mem = plan_training_memory(wl, plan_of(sc, ex, c))
     m = float(mem.microbatches)
-    coll = _with_training_collectives(coll, wl, sc_c, ex, c, m)
     fp = Footprint({"weights": mem.parameters + mem.offloaded_parameters,
                     "optimizer_state": mem.optimizer_state + mem.offloaded_optimizer_state,
                     TRAINING: mem.gradients + mem.activations + mem.temporary,
@@ -303,13 +303,13 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
             allowed["optimizer_state"] = (t.offload.to,)
         if t.offload.parameters:
             allowed["weights"] = (t.offload.to,)
-    placed = place(db, fp, allowed)
-    ws = activation_bytes(ops)
-    acc = access(db, placed, fp, ops, ws, table.facts)
-    times = timed(db, ops, acc, table.facts)
-    st = step(db, ops, coll, times, collective_times(db, coll))
-    st = _overlapped(st, m)
-    st = _with_extra(st, db, ex, chosen, mem, ops, m)
+    plugin = Plugin(
+        footprint=lambda table, ops, ws: (fp, allowed),
+        collectives=lambda coll: _with_training_collectives(coll, wl, sc_c, ex, c, m),
+        step=lambda st: _with_extra(_overlapped(st, m), db, ex, chosen, st.ops, m))
+    ran = run_pass(db, table, ex, in_sequence=phases.get(sc.phase).in_sequence,
+                   precision=sc.precision, plugin=plugin)
+    st, placed = ran.step, ran.placement
 
     counted = model_flops(table, wl, float(sc.seq_in))
     done = float(np.sum(table.flops * table.count * (table.stage != "optimizer")))
@@ -332,14 +332,8 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
     linear = str(table.dtype[np.flatnonzero(table.kind == "gemm")[0]])
     peak = np.fmax(rate_of(db.matrix_peak, linear, db.n), rate_of(db.vector_peak, linear, db.n))
     metrics["mfu"] = metrics["model_flop_per_s_per_chip"] / peak
-    reasons = np.where(~placed.feasible, fit_text(db, fp, placed.short), "")
-    reasons = np.where(st.missing_rate & (reasons == ""),
-                       f"no compute rate for precision {sc.precision} on {db.spec.name}",
-                       reasons)
-    reasons = np.where(st.no_link & (reasons == ""),
-                       f"{chips} chips must communicate but {db.spec.name} has no "
-                       "chip-to-chip links", reasons)
-    feasible = (reasons == "") & np.isfinite(total)
+    reasons = ran.reasons
+    feasible = ~reasons.any & np.isfinite(total)
     n = db.n
     setup = {"micro_batch": np.full(n, float(c.micro_batch)),
              "microbatches": np.full(n, m), "zero": np.full(n, float(c.zero)),
@@ -349,9 +343,8 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
     memory = {k: np.full(n, float(getattr(mem, k))) for k in (
         "parameters", "gradients", "optimizer_state", "activations", "temporary", "total",
         "offloaded")}
-    return TrainingRun(step=st, placement=placed, feasible=feasible,
-                       reason=reasons.astype(object), metrics=metrics, setup=setup,
-                       memory=memory)
+    return TrainingRun(step=st, placement=placed, feasible=feasible, reason=reasons,
+                       metrics=metrics, setup=setup, memory=memory)
 
 
 def _fast_levels(db: DesignBatch) -> list[int]:
@@ -369,18 +362,19 @@ def _with_training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scena
     """The tensor-parallel collectives of the table (already counted per micro-batch), the
     pipeline sends of every micro-batch both ways, and the data-parallel ones."""
     names, kinds, stages = list(coll.name), list(coll.kind), list(coll.stage)
-    if ex.pp > 1 and "stage_send" not in names:  # its count is scaled per micro-batch below
+    roles = list(coll.role)
+    sends = coll.having("pipeline_send")
+    if ex.pp > 1 and not sends.any():  # its count is scaled per micro-batch below
         raise ValueError(f"training with pp = {ex.pp}: the table's collectives have no "
-                         f"'stage_send' (the pipeline's sends); found: "
-                         f"{', '.join(names) or 'none'}")
+                         f"pipeline_send (the pipeline's sends); found: "
+                         f"{', '.join(roles) or 'none'}")
     groups, sizes, counts = list(coll.group), list(coll.nbytes.T), list(coll.count.T)
     t = sc.training or Training()
-    for j, name in enumerate(names):
+    for j in np.flatnonzero(sends):
         # activations forward, their gradients back: once per chunk boundary, v per
         # micro-batch with v chunks per rank (SC21 Sec. 2.2.2: "the amount of
         # communication also increases by v")
-        if name == "stage_send":
-            counts[j] = counts[j] * 2.0 * m * t.virtual_stages
+        counts[j] = counts[j] * 2.0 * m * t.virtual_stages
     prec = TRAINING_PRECISIONS[sc.precision]
     p_b, g_b, _ = state_bytes(prec, t.optimizer, t.optimizer_state)
     pc = parameter_counts(wl)
@@ -397,20 +391,21 @@ def _with_training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scena
         # layer (forward), and the gradients of K and V go back (backward, reduce-scatter)
         kv = 2 * c.micro_batch * sc.seq_in * wl.n_kv_heads / min(ex.tp, wl.n_kv_heads) \
             * wl.d_head * act
-        ranks += [("context.kv_all_gather", "all_gather", "forward", t.context_parallel, kv,
-                   layers * m),
-                  ("context.kv_reduce_scatter", "reduce_scatter", "backward",
-                   t.context_parallel, kv, layers * m)]
+        ranks += [("context.kv_all_gather", "context_kv_gather", "all_gather", "forward",
+                   t.context_parallel, kv, layers * m),
+                  ("context.kv_reduce_scatter", "context_kv_scatter", "reduce_scatter",
+                   "backward", t.context_parallel, kv, layers * m)]
     if t.expert_parallel > 1 and wl.moe is not None:
         # each MoE layer sends its tokens to their experts' ranks and back (dispatch and
         # combine), forward and backward
         routed_bytes = tokens * wl.moe.top_k * wl.d_model * act / ex.tp
-        ranks += [("experts.all_to_all", "all_to_all", "forward", t.expert_parallel,
-                   routed_bytes, 2 * layers * m),
-                  ("experts.all_to_all.backward", "all_to_all", "backward",
-                   t.expert_parallel, routed_bytes, 2 * layers * m)]
-    for name, kind, stage, group, size, count in ranks:
+        ranks += [("experts.all_to_all", "expert_dispatch", "all_to_all", "forward",
+                   t.expert_parallel, routed_bytes, 2 * layers * m),
+                  ("experts.all_to_all.backward", "expert_dispatch_backward", "all_to_all",
+                   "backward", t.expert_parallel, routed_bytes, 2 * layers * m)]
+    for name, role, kind, stage, group, size, count in ranks:
         names.append(name)
+        roles.append(role)
         kinds.append(kind)
         stages.append(stage)
         groups.append(float(group))
@@ -418,20 +413,23 @@ def _with_training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scena
         counts.append(np.asarray(count, dtype=float))
     if ex.dp > 1:  # every setup lists all four (count 0 where unused): setups compare
         sharded = 1.0 if c.zero >= 1 else 0.0
-        add = [("gradients.all_reduce", "all_reduce", "backward", params * g_b, 1 - sharded),
-               ("gradients.reduce_scatter", "reduce_scatter", "backward", params * g_b,
-                sharded),
-               ("parameters.all_gather", "all_gather", "optimizer", params * p_b, sharded),
-               ("parameters.gather", "all_gather", "forward", params * p_b,
-                2.0 * m if c.zero == 3 else 0.0)]
-        for name, kind, stage, size, count in add:
+        add = [("gradients.all_reduce", "gradient_reduce", "all_reduce", "backward",
+                params * g_b, 1 - sharded),
+               ("gradients.reduce_scatter", "gradient_reduce_scatter", "reduce_scatter",
+                "backward", params * g_b, sharded),
+               ("parameters.all_gather", "parameter_all_gather", "all_gather", "optimizer",
+                params * p_b, sharded),
+               ("parameters.gather", "parameter_prefetch", "all_gather", "forward",
+                params * p_b, 2.0 * m if c.zero == 3 else 0.0)]
+        for name, role, kind, stage, size, count in add:
             names.append(name)
+            roles.append(role)
             kinds.append(kind)
             stages.append(stage)
             groups.append(float(ex.dp))
             sizes.append(np.asarray(size, dtype=float))
             counts.append(np.asarray(count, dtype=float))
-    return collectives_of(names, kinds, stages, groups, sizes, counts)
+    return collectives_of(names, kinds, stages, groups, sizes, counts, roles)
 
 
 def _stage_time(st: Step, stage: str) -> np.ndarray:
@@ -448,30 +446,36 @@ def _overlapped(st: Step, m: float) -> Step:
     micro-batch they serve, and context parallelism's K and V exchange under the layer's
     attention (ring attention passes the blocks while it computes on the ones it has)."""
     fwd, bwd = _stage_time(st, "forward") / m, _stage_time(st, "backward") / m
-    names = st.names.tolist()
+    ops = len(st.ops.name)
 
-    def attention(suffix: str) -> np.ndarray:  # [N] one instance of a layer's attention
-        wanted = [n + suffix for n in ("attn_score", "softmax", "attn_value")]
-        missing = [n for n in wanted if n not in names]
+    def attention(stage: str) -> np.ndarray:  # [N] one instance of a layer's attention
+        cols = {k: np.flatnonzero((st.ops.kind == k) & (st.ops.stage == stage))
+                for k in ATTENTION_CORE}
+        missing = [k for k, c in cols.items() if not c.size]
         if missing:  # the exchange would show whole: a window of 0 s
-            raise ValueError(f"overlap window of the context-parallel exchange: no operator "
-                             f"{', '.join(missing)} in the training step")
-        return st.time[:, [names.index(n) for n in wanted]].sum(axis=1)
+            raise ValueError(f"overlap window of the context-parallel exchange: no "
+                             f"{stage} operator of kind {', '.join(missing)} in the "
+                             "training step")
+        return sum(st.time[:, c[:1]].sum(axis=1) for c in cols.values())
 
-    windows = {"gradients.all_reduce": lambda: bwd, "gradients.reduce_scatter": lambda: bwd,
-               "parameters.all_gather": lambda: fwd,
-               "parameters.gather": lambda: (fwd + bwd) / 2.0,
-               "context.kv_all_gather": lambda: attention(""),
-               "context.kv_reduce_scatter": lambda: attention(".backward")}
+    # the window each role's collectives hide under (roles: dse.model.parallel.ROLES)
+    windows = {"gradient_reduce": lambda: bwd, "gradient_reduce_scatter": lambda: bwd,
+               "parameter_all_gather": lambda: fwd,
+               "parameter_prefetch": lambda: (fwd + bwd) / 2.0,
+               "context_kv_gather": lambda: attention("forward"),
+               "context_kv_scatter": lambda: attention("backward")}
     time = st.time.copy()
-    for j, name in enumerate(names):
-        if name in windows:
-            time[:, j] = np.maximum(time[:, j] - windows[name](), 0.0)
+    for role, window in windows.items():
+        cols = np.flatnonzero(st.of_role(role))
+        cols = cols[cols >= ops]
+        if cols.size:
+            hidden = window()
+            time[:, cols] = np.maximum(time[:, cols] - hidden[:, None], 0.0)
     return dataclasses.replace(st, time=time, total=spent(time, st.count).sum(axis=1))
 
 
-def _with_extra(st: Step, db: DesignBatch, ex: Execution, t: Training, mem: TrainingMemory,
-                ops, m: float) -> Step:
+def _with_extra(st: Step, db: DesignBatch, ex: Execution, t: Training, ops: ChipOps,
+                m: float) -> Step:
     """The pipeline bubble and the activations' compression as two more columns."""
     compute = sum(_stage_time(st, s) for s in ("forward", "recompute", "backward"))
     bubble = (ex.pp - 1) / (t.virtual_stages * m) * compute if ex.pp > 1 else \
@@ -499,7 +503,9 @@ def _with_extra(st: Step, db: DesignBatch, ex: Execution, t: Training, mem: Trai
         time=np.concatenate([st.time, add], axis=1),
         bound=np.concatenate([st.bound, np.tile(np.array([PIPELINE, 0], dtype=st.bound.dtype),
                                                 (n, 1))], axis=1),
-        total=st.total + add.sum(axis=1))
+        total=st.total + add.sum(axis=1),
+        role=None if st.role is None else np.concatenate([st.role,
+                                                          np.array(["", ""], dtype=object)]))
 
 
 def _combine(runs: list[tuple[Choice, TrainingRun]], best: np.ndarray) -> TrainingRun:
@@ -526,7 +532,7 @@ def _combine(runs: list[tuple[Choice, TrainingRun]], best: np.ndarray) -> Traini
                                     short=pick([r.placement.short for r in rs]))
     return TrainingRun(
         step=step_, placement=placement, feasible=pick([r.feasible for r in rs]),
-        reason=pick([r.reason for r in rs]),
+        reason=Reasons.pick([r.reason for r in rs], best),
         metrics={k: pick([r.metrics[k] for r in rs]) for k in rs[0].metrics},
         setup={k: pick([r.setup[k] for r in rs]) for k in rs[0].setup},
         memory={k: pick([r.memory[k] for r in rs]) for k in rs[0].memory})

@@ -24,6 +24,6 @@ DECODE = Phase(
     name="decode", summary="token generation: seq_out tokens per sequence in lockstep",
     work="decode", rates=rates, throughput="output_tokens_per_s",
     headline=("tpot_s", "output_tokens_per_s", "tokens_per_s_per_chip"),
-    default={"batch": 1, "seq_in": 1024, "seq_out": 128}, needs=("seq_in", "seq_out"),
+    default={"batch": 1, "seq_in": 1024, "seq_out": 128}, needs=("seq_out",),
     in_sequence=True, compared=("decode_tokens_per_s", "output_tokens_per_s"),
     energy_per=("token",))

@@ -510,7 +510,7 @@ class RecommenderSpec(WorkloadFile):
 WorkloadSpec = TransformerSpec | GemmSpec | RecommenderSpec
 # Workload kinds by the `kind:` key of a file. A new kind is a schema class here (or in a
 # module of its own) plus one entry; its lowering registers in dse.workloads.KINDS.
-WORKLOAD_SCHEMAS: dict[str, type[Spec]] = {"transformer": TransformerSpec, "gemm": GemmSpec,
+WORKLOAD_SCHEMAS: dict[str, type[WorkloadFile]] = {"transformer": TransformerSpec, "gemm": GemmSpec,
                                            "recommender": RecommenderSpec}
 
 _GEMM_NAME = re.compile(r"^gemm:(\d+)x(\d+)x(\d+)(?:x(\d+))?$")

@@ -3,7 +3,8 @@
 Workload kinds are registered in `KINDS` (kind name -> `WorkloadKind`): how to lower a
 scenario, how to check an execution plan against the model (parallel degrees divide what
 they split), and the model's context. A new kind is a module with its schema (registered in
-`dse.spec.workload.WORKLOAD_SCHEMAS`) and its lowering, plus one entry here.
+`dse.spec.workload.WORKLOAD_SCHEMAS`) and its lowering, plus one entry here; a kind of
+one's own is one module that calls `register_kind`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ from pydantic import ValidationError
 from dse import phases, units
 from dse.errors import DseError
 from dse.spec.messages import blamed
-from dse.spec.workload import WORKLOAD_SCHEMAS, RecScenario, Scenario, WorkloadSpec
+from dse.spec.workload import (
+    WORKLOAD_SCHEMAS,
+    RecScenario,
+    Scenario,
+    WorkloadFile,
+    WorkloadSpec,
+)
 from dse.workloads import gemm, recommender, transformer
 from dse.workloads.optable import OpTable
 from dse.workloads.transformer import DEFAULT, Counting
@@ -39,16 +46,43 @@ class WorkloadKind:
     """The shapes of work (dse.phases.WORKS) it lowers: it runs the phases of these."""
     tokens: bool = True
     """Its samples are sequences of tokens (False: a recommender's user-item pairs)."""
+    works_of: Callable[[Any], frozenset[str]] | None = None
+    """The works one workload of the kind runs, where they depend on the workload (a
+    Transformer decoder's are not an encoder's); None: all of `works`."""
+
+    def runs(self, spec: Any) -> frozenset[str]:
+        """The shapes of work `spec` runs."""
+        return self.works if self.works_of is None else self.works_of(spec)
 
 
 KINDS: dict[str, WorkloadKind] = {
     "transformer": WorkloadKind(transformer.lower, transformer.check, transformer.context,
-                                transformer.WORKS),
+                                transformer.WORKS, works_of=transformer.works_of),
     "gemm": WorkloadKind(gemm.lower_gemm, gemm.check, lambda spec: None, gemm.WORKS),
     "recommender": WorkloadKind(recommender.lower, recommender.check, lambda spec: None,
                                 recommender.WORKS, tokens=False),
 }
 assert set(KINDS) == set(WORKLOAD_SCHEMAS), "every workload schema has a lowering"
+
+
+def register_kind(name: str, schema: type[WorkloadFile], kind: WorkloadKind) -> WorkloadKind:
+    """Add a workload kind: the schema of its files (their `kind: NAME`) and how the model
+    lowers it. Every route (load, check, eval, validate, studies) knows it from then on."""
+    if name in KINDS:
+        raise ValueError(f"workload kind {name} is registered already")
+    unknown = kind.works - set(phases.WORKS)
+    if unknown:
+        raise ValueError(f"workload kind {name}: works {', '.join(sorted(unknown))}; "
+                         f"expected some of: {', '.join(phases.WORKS)}")
+    WORKLOAD_SCHEMAS[name] = schema
+    KINDS[name] = kind
+    return kind
+
+
+def unregister_kind(name: str) -> None:
+    """Remove a kind (a test's toy kind)."""
+    KINDS.pop(name, None)
+    WORKLOAD_SCHEMAS.pop(name, None)
 
 
 def kind_of(spec: WorkloadSpec) -> WorkloadKind:

@@ -326,6 +326,11 @@ ARCHITECTURE_WORKS = {"decoder": frozenset({"prefill", "decode", "serve", "train
                       "encoder": frozenset({"encode", "train"})}
 WORKS = ARCHITECTURE_WORKS["decoder"] | ARCHITECTURE_WORKS["encoder"]
 
+
+def works_of(model: TransformerSpec) -> frozenset[str]:
+    """The shapes of work this model runs: its architecture's."""
+    return ARCHITECTURE_WORKS[model.architecture]
+
 # The backward of a tensor-parallel GEMM: a column-parallel (or vocabulary-parallel) GEMM's
 # input gradient is a partial sum over the ranks and is all-reduced (Megatron's `f`); a
 # row-parallel GEMM's is already split and needs none (Shoeybi et al. 2019, Fig. 3).
@@ -363,7 +368,8 @@ def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAU
         other = "encoder" if decoder else "decoder"
         own = ARCHITECTURE_WORKS[model.architecture] - {"train"}
         uses = phases.listed(phases.those(lambda p: p.work in own), "or")
-        raise ValueError(f"phase {phase} is for {other}s; use {uses} for an "
+        article = "an" if model.architecture == "encoder" else "a"
+        raise ValueError(f"phase {phase} is for {other}s; use {uses} for {article} "
                          f"{model.architecture}" if work in ARCHITECTURE_WORKS[other] else
                          f"phase {phase} is not run by a Transformer; use {uses}")
     engine = engine_of(scenario)

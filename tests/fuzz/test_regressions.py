@@ -73,8 +73,7 @@ def test_training_a_gemm_names_the_workload():
     ran = dse("eval", "a100-pcie-80gb", "gemm:1x1x1", "--phase", "training")
     assert_promise(ran)
     assert ran.code == 2
-    assert ran.stderr == ("gemm:1x1x1: phase training is for Transformers and recommenders, "
-                          "not a gemm workload\n")
+    assert ran.stderr == "gemm:1x1x1: a gemm workload runs phase gemm, not training\n"
 
 
 # --- link bytes of a step whose collectives differ per design --------------------------------

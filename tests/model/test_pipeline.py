@@ -151,7 +151,8 @@ def test_collective_formulas():
     db = design_batch(H100)
     coll = Collectives(name=np.array(["a2a"], dtype=object), kind=np.array(["all_to_all"]),
                        stage=np.array(["decode"], dtype=object), group=np.array([4.0]),
-                       nbytes=np.array([1e6]), count=np.array([1.0]))
+                       nbytes=np.array([1e6]), count=np.array([1.0]),
+                       role=np.array(["expert_dispatch"], dtype=object))
     ic = H100.interconnect
     bw = ic.links * ic.link_bandwidth * ic.achievable.fraction
     expect = ic.collective_overhead + 3 * ic.latency + 0.75e6 / bw
@@ -159,7 +160,13 @@ def test_collective_formulas():
     with pytest.raises(ValueError, match="unknown collective 'broadcast'"):
         Collectives(name=np.array(["b"]), kind=np.array(["broadcast"]),
                     stage=np.array(["decode"]), group=np.array([2.0]),
-                    nbytes=np.array([1.0]), count=np.array([1.0]))
+                    nbytes=np.array([1.0]), count=np.array([1.0]),
+                    role=np.array(["tensor"], dtype=object))
+    with pytest.raises(ValueError, match="unknown collective role 'gossip'"):
+        Collectives(name=np.array(["b"]), kind=np.array(["send"]),
+                    stage=np.array(["decode"]), group=np.array([2.0]),
+                    nbytes=np.array([1.0]), count=np.array([1.0]),
+                    role=np.array(["gossip"], dtype=object))
 
 
 def test_every_split_declares_what_it_divides():

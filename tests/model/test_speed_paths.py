@@ -36,7 +36,7 @@ def _no_wording(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return lambda i: worded.append(i) or word(i)
 
     monkeypatch.setattr(STAGES, "fit_word", spy)
-    monkeypatch.setattr(importlib.import_module("dse.model.evaluate"), "fit_word", spy)
+    monkeypatch.setattr(importlib.import_module("dse.model.passes"), "fit_word", spy)
     return worded
 
 

@@ -195,7 +195,8 @@ def test_scenario_overrides_and_errors():
         scenario_for(spec, None, phase="decode", seq_out=0)
     with pytest.raises(DseError, match="phase inference is for encoders"):
         lower(spec, scenario_for(spec, None, phase="inference"))
-    with pytest.raises(DseError, match="phase gemm is for gemm:MxNxK workloads"):
+    with pytest.raises(DseError, match="a transformer workload runs phase prefill, decode, "
+                                       "serve, inference or training, not gemm"):
         lower(spec, scenario_for(spec, None, phase="gemm"))
 
 

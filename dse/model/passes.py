@@ -1,0 +1,91 @@
+"""One pass of the evaluation pipeline for N designs, the same for every phase: the stages
+from a lowered operator table to a timed step and the reasons a design cannot run it.
+
+    plan       OpTable + Execution -> ChipOps, Collectives         (parallel.chip_ops)
+    footprint  ChipOps + table facts -> bytes per chip per class     (stages.footprint)
+    place      Footprint -> share of each class at each level        (placement.place)
+    access     Placement -> share of each class's accesses per level (stages.access)
+    time       ChipOps + Access -> time, traffic, bound per operator (stages.timed)
+    collect    Collectives -> time per collective                    (parallel)
+    step       operators + collectives -> step time and counts       (stages.step)
+
+A phase's planner changes the pass through a `Plugin`, not a copy of it: training (dse.model.
+training) gives the footprint its memory planner computes and the levels each class may
+use, adds its data-, context- and expert-parallel collectives, and overlaps them with
+compute and adds the pipeline bubble on the timed step. No I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from dse.model.batch import DesignBatch
+from dse.model.execution import Execution
+from dse.model.parallel import Collectives, chip_ops, collective_times
+from dse.model.performance import ChipOps
+from dse.model.placement import Footprint, Placement, place
+from dse.model.reasons import Reasons
+from dse.model.stages import Step, access, activation_bytes, fit_word, footprint, step, timed
+from dse.workloads.optable import OpTable
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """How a phase's planner changes the pass (each None: the stage as it is)."""
+
+    footprint: Callable[[OpTable, ChipOps, np.ndarray],
+                        tuple[Footprint, Mapping[str, tuple[str, ...]] | None]] | None = None
+    """(table, ops, workspace [N, I]) -> the bytes per chip of each class and the levels a
+    class is confined to (None: any level)."""
+    collectives: Callable[[Collectives], Collectives] | None = None
+    """The plan's collectives -> the step's (more collectives, other counts)."""
+    step: Callable[[Step], Step] | None = None
+    """The timed step -> the step as it runs (overlap, idle time)."""
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What one pass gives for N designs."""
+
+    table: OpTable
+    ops: ChipOps
+    footprint: Footprint
+    placement: Placement
+    step: Step
+    reasons: Reasons
+    """Why a design cannot run the step: it does not fit, lacks a compute rate for the
+    precision, or must communicate without links (worded when read)."""
+
+
+def run_pass(db: DesignBatch, table: OpTable, ex: Execution, *, in_sequence: bool,
+             precision: str, plugin: Plugin | None = None) -> Pass:
+    """The pass of `table` split as `ex` over every design of `db`. `in_sequence`: one
+    request crosses the pipeline stages in turn (a latency phase); `precision`: the
+    scenario's, for the reason a design has no rate for it."""
+    plug = plugin or Plugin()
+    ops, coll = chip_ops(table, ex, stages_in_sequence=in_sequence, own=True)
+    if plug.collectives is not None:
+        coll = plug.collectives(coll)
+    ws = activation_bytes(ops)
+    allowed: Mapping[str, tuple[str, ...]] | None = None
+    if plug.footprint is not None:
+        fp, allowed = plug.footprint(table, ops, ws)
+    else:
+        fp = footprint(table, ops, ex, ws)
+    placed = place(db, fp, dict(allowed) if allowed is not None else None)
+    acc = access(db, placed, fp, ops, ws, table.facts)
+    st = step(db, ops, coll, timed(db, ops, acc, table.facts), collective_times(db, coll))
+    if plug.step is not None:
+        st = plug.step(st)
+    reasons = Reasons.none(db.n).first(~placed.feasible & (placed.short > 0),
+                                       fit_word(db, fp, placed.short))
+    reasons = reasons.first(st.missing_rate,
+                            f"no compute rate for precision {precision} on {db.spec.name}")
+    talkers = ex.model_split if ex.model_split > 1 else ex.chips
+    reasons = reasons.first(st.no_link, f"{talkers} chips must communicate but "
+                                        f"{db.spec.name} has no chip-to-chip links")
+    return Pass(table=table, ops=ops, footprint=fp, placement=placed, step=st,
+                reasons=reasons)

@@ -393,8 +393,9 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
                                     f"{phases.listed(able, 'or')}, not {sc.phase}")
 
     setup: dict[str, np.ndarray] | None = None
-    if ph.trains and wl.kind == "transformer":  # its planner (dse.model.training)
-        tr = training.run(db, wl, sc, ex)
+    planner = training.planner_of(wl.kind) if ph.trains else None
+    if planner is not None:  # the kind's training planner (dse.model.training.PLANNERS)
+        tr = planner(db, wl, sc, ex)
         run = Run(step=tr.step, placement=tr.placement, feasible=tr.feasible,
                   reason=tr.reason,
                   metrics={**{k: np.full(db.n, np.nan) for k in METRICS}, **tr.metrics})
@@ -423,10 +424,12 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     raw = dict(run.metrics)
     limited, energy = None, None
     if tech is not None:
-        raw, limited, energy, reason, ok = with_power(
-            db, tech, sc, step, raw, ex.chips, ex.pp if ph.in_sequence else 1,
-            reason, reticle, area_budget, _operating_point)
-        feasible = feasible & ok
+        powered = with_power(db, tech, sc, step, raw, chips=ex.chips,
+                             stages=ex.pp if ph.in_sequence else 1, reason=reason,
+                             reticle=reticle, area_budget=area_budget,
+                             operating_point=_operating_point)
+        raw, limited, energy = powered.metrics, powered.limited, powered.energy
+        reason, feasible = powered.reason, feasible & powered.feasible
     metrics = {m: np.where(feasible, v, np.nan) for m, v in raw.items()}
     return Evaluation(
         hardware=db.spec.name, workload=wl.name, scenario=sc, scenario_name=sc_name,

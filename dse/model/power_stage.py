@@ -6,6 +6,7 @@ time metrics stretched by a lower clock). Pure numpy, no I/O."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,9 +35,21 @@ def static_power(tech: TechSpec, die: AreaResult) -> np.ndarray:
     return tech.energy.static.per_area * (die.total_mm2 - die.components.get(PADDING, 0.0))
 
 
-def with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dict,
+@dataclass(frozen=True)
+class Powered:
+    """What the power stage gives for N designs."""
+
+    metrics: dict[str, np.ndarray]  # the rates, slowed where the TDP limits the clock, with
+    # power, energy, area and cost added
+    limited: np.ndarray  # [N] bool: slowed to fit the TDP
+    energy: StepEnergy  # per chip and step, unthrottled
+    reason: Reasons  # the reasons given, and the die's, the area budget's and the TDP's
+    feasible: np.ndarray  # [N] bool: fits the reticle, the area budget and the TDP
+
+
+def with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dict, *,
                chips: int, stages: int, reason: Reasons, reticle: bool,
-               area_budget: float | None, operating_point: OperatingPoint) -> tuple:
+               area_budget: float | None, operating_point: OperatingPoint) -> Powered:
     """Metrics with power and energy added and the clock a TDP allows (stage `power`); see
     dse.model.power, dse.model.operating_point and dse.model.area. `operating_point`
     calibrates a chip whose file states no energies (its own file, one design)."""
@@ -82,4 +95,5 @@ def with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dic
                                           f"the area budget of {area_budget:.0f} mm2")
     reason = reason.also(~pw.feasible,
                          lambda i: f"{pw.reason[i]} (a {die.total_mm2[i]:.0f} mm2 die)")
-    return m, pw.limited, chip_energy, reason, pw.feasible & die.feasible & fits
+    return Powered(metrics=m, limited=pw.limited, energy=chip_energy, reason=reason,
+                   feasible=pw.feasible & die.feasible & fits)

@@ -40,7 +40,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -279,6 +281,18 @@ def run(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution) -> Tr
                       for _, r in runs])  # [K, N]
     best = np.argmax(score, axis=0)
     return _combine(runs, best)
+
+
+# The training planners by workload kind: a kind listed here trains with its planner
+# (setup search over the one pass, with the training plug-ins); any other kind that runs
+# the train work takes the plain pass of its lowered training step (a recommender).
+Planner = Callable[[DesignBatch, Any, Scenario, Execution], TrainingRun]
+PLANNERS: dict[str, Planner] = {}
+
+
+def planner_of(kind: str) -> Planner | None:
+    """The training planner of a workload kind, if it has one."""
+    return PLANNERS.get(kind)
 
 
 def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
@@ -536,3 +550,6 @@ def _combine(runs: list[tuple[Choice, TrainingRun]], best: np.ndarray) -> Traini
         metrics={k: pick([r.metrics[k] for r in rs]) for k in rs[0].metrics},
         setup={k: pick([r.setup[k] for r in rs]) for k in rs[0].setup},
         memory={k: pick([r.memory[k] for r in rs]) for k in rs[0].memory})
+
+
+PLANNERS["transformer"] = run

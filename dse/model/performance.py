@@ -169,7 +169,9 @@ def _take_ops(ops: ChipOps, idx: np.ndarray, n: int) -> ChipOps:
 
 def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
               act_home: np.ndarray) -> OpTimes:
-    """Time of every operator instance on every design of one native tile.
+    """Time of every operator instance on every design of one native tile. The hot kernel:
+    hand-blocked and in place for speed, so longer than a function should be; its plain
+    specification is dse.model.reference.reference_op_times, which the tests hold it to.
 
     home: per placed class, [N, L] share stored at each level, or [N, I, L]
     where it differs by operator (a cache that holds the decode working set; [N, 1, L]

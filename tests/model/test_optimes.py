@@ -1,9 +1,9 @@
-"""op_times against a frozen copy of the straightforward implementation it replaced.
+"""op_times against the plain reference kept in the package (dse.model.reference).
 
-`_reference_op_times` is the original [N, I, L]-array formulation of the roofline (kept
-here verbatim, with the module's constants), the specification the fast version must
-reproduce: same times, compute terms, traffic, bound codes and missing-rate flags, on the
-inputs `evaluate` really builds (captured by wrapping `op_times` during `dse.evaluate`)."""
+`reference_op_times` is the original [N, I, L]-array formulation of the roofline, the
+specification the fast version must reproduce: same times, compute terms, traffic, bound
+codes and missing-rate flags, on the inputs `evaluate` really builds (captured by wrapping
+`op_times` during `dse.evaluate`)."""
 
 from __future__ import annotations
 
@@ -15,166 +15,17 @@ import pytest
 from conftest import op_times_calls, without_engine_limits
 
 import dse
-from dse.model.batch import DesignBatch
-from dse.model.kernel import DEQUANT_SLOTS, OVERLAP, TYPICAL, executed_precision
 from dse.model.performance import (
     KV,
-    A,
-    ChipOps,
     G,
     OpTimes,
     W,
     op_times,
 )
-from dse.model.tiling import TILE_BYTES_PER_ELEMENT
-from dse.workloads.optable import MATRIX_KINDS
+from dse.model.reference import reference_op_times
 
 EVALUATE = importlib.import_module("dse.model.evaluate")
 PERFORMANCE = importlib.import_module("dse.model.performance")
-
-
-# --- frozen reference ---------------------------------------------------------------------
-
-def _ref_rate(table: dict[str, np.ndarray], dtype: str, n: int) -> np.ndarray:
-    p = executed_precision(table, dtype)
-    return table[p] if p in table else np.full(n, np.nan)
-
-
-def _ref_rates(batch: DesignBatch, dtypes: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    n = batch.n
-    # A model's matrix operators get the typical share of the best-shape rate (the chip's
-    # own, else kernel.TYPICAL); vector work on matrix units gets the best-shape rate; a GEMM
-    # on the vector units the same share (achievable fraction x typical) of their peak.
-    typical = np.where(np.isnan(batch.matrix_typical), TYPICAL, batch.matrix_typical)
-    m_cols, v_cols, g_cols = {}, {}, {}
-    for dt in set(dtypes):
-        p = executed_precision(batch.matrix_peak, dt)
-        vector = _ref_rate(batch.vector_peak, dt, n)
-        best = batch.matrix_peak[p] * batch.matrix_fraction[p] if p in batch.matrix_peak \
-            else vector
-        matrix = best * typical if p in batch.matrix_peak else best
-        vector = np.where(np.isnan(vector), best, vector)
-        m_cols[dt], v_cols[dt] = matrix, vector
-        g_cols[dt] = vector * (batch.matrix_fraction[p] * typical if p in batch.matrix_peak
-                               else 1.0)
-    return tuple(np.stack([c[d] for d in dtypes], axis=1) for c in (m_cols, v_cols, g_cols))
-
-
-def _ref_tile_utilization(shape: np.ndarray, tile: tuple[int, int, int] | None) -> np.ndarray:
-    if tile is None:
-        return np.ones(len(shape))
-    util = np.ones(len(shape))
-    for j, t in enumerate(tile):
-        dim = np.maximum(shape[:, j], 1.0)
-        util *= dim / (np.ceil(dim / t) * t)
-    return util
-
-
-def _ref_reread(batch: DesignBatch, shape: np.ndarray,
-                matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    n_, lv = batch.n, batch.levels
-    side = np.empty((n_, lv, 2))
-    tile = batch.tile
-    if batch.register_file:
-        side[:, 0, :] = np.sqrt(batch.register_file / TILE_BYTES_PER_ELEMENT)
-    else:
-        side[:, 0, 0] = tile[1] if tile else np.inf
-        side[:, 0, 1] = tile[0] if tile else np.inf
-    if lv > 1:
-        t = np.sqrt(batch.unit_capacity[:, :-1] / TILE_BYTES_PER_ELEMENT)
-        side[:, 1:, 0] = t
-        side[:, 1:, 1] = t
-    m_dim = np.maximum(shape[:, 0], 1.0)[None, :, None]
-    n_dim = np.maximum(shape[:, 1], 1.0)[None, :, None]
-    ra = np.maximum(np.ceil(n_dim / side[:, None, :, 0]), 1.0)
-    rb = np.maximum(np.ceil(m_dim / side[:, None, :, 1]), 1.0)
-    mask = matrix[None, :, None]
-    return np.where(mask, ra, 1.0), np.where(mask, rb, 1.0)
-
-
-def _ref_issue(batch: DesignBatch, shape: np.ndarray, dtypes: np.ndarray,
-               matrix: np.ndarray, kinds: np.ndarray) -> np.ndarray:
-    """Thread-block wave efficiency x alignment slowdown, one design and operator at a
-    time (the specification of kernel.wave_factor and kernel.misaligned)."""
-    size = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
-    out = np.ones((batch.n, len(dtypes)))
-    for d in range(batch.n):
-        for i, (m, n, k, b) in enumerate(shape):
-            if not matrix[i]:
-                continue
-            m, n, b = max(m, 1.0), max(n, 1.0), max(b, 1.0)
-            if batch.tile:
-                m = -(-m // batch.tile[0]) * batch.tile[0]
-                n = -(-n // batch.tile[1]) * batch.tile[1]
-            units = float(batch.units[d])
-            best = 1.0 if not batch.blocks else max(
-                min(m * n * b / (-(-(-(-m // bm) * -(-n // bn) * b) // units) * units * bm * bn),
-                    1.0) for bm, bn in batch.blocks)
-            a = batch.align_bytes[d]
-            e = size.get(dtypes[i], 2.0)
-            whole = k == round(k) and shape[i][1] == round(shape[i][1])
-            if np.isfinite(a) and kinds[i] == "gemm" and whole and (
-                    (k * e) % a or (shape[i][1] * e) % a):
-                best *= batch.align_slowdown[d]
-            out[d, i] = best
-    return out
-
-
-def _reference_op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
-                        act_home: np.ndarray) -> OpTimes:
-    n_, lv = batch.n, batch.levels
-    levels = np.arange(lv)
-    is_matrix = np.isin(ops.kind, MATRIX_KINDS)
-    m_rate, v_rate, gemm_on_vector = _ref_rates(batch, ops.dtype)
-    util = _ref_tile_utilization(ops.shape, batch.tile)
-    issue = _ref_issue(batch, ops.shape, ops.dtype, is_matrix, ops.kind)
-    matrix_rate = m_rate * util[None, :] * issue
-    if batch.vector_peak:
-        matrix_rate = np.maximum(matrix_rate, gemm_on_vector)
-    fp32_vector = _ref_rate(batch.vector_peak, "fp32", n_)
-    fp32_vector = np.where(np.isnan(fp32_vector), v_rate.min(axis=1) if v_rate.size
-                           else np.nan, fp32_vector)
-    quantized = np.isin(ops.wdtype, list(DEQUANT_SLOTS)) & ~np.isin(ops.dtype, ["int8", "int4"])
-    slots = np.array([DEQUANT_SLOTS.get(w, 0.0) for w in ops.wdtype]) * quantized * is_matrix
-    weight_elems = ops.shape[:, 1] * ops.shape[:, 2] * np.maximum(ops.shape[:, 3], 1.0)
-    dequant = (slots * weight_elems)[None, :] * 2.0 / fp32_vector[:, None]
-    compute = np.where(is_matrix[None, :], ops.flops[None, :] / matrix_rate,
-                       ops.flops[None, :] / v_rate) + dequant
-    missing = np.any(np.isnan(compute) & (ops.flops > 0)[None, :], axis=1)
-    compute = np.nan_to_num(compute, nan=np.inf)
-
-    def passing(share: np.ndarray) -> np.ndarray:
-        through = np.flip(np.cumsum(np.flip(share, axis=-1), axis=-1), axis=-1)
-        return through if through.ndim == 3 else through[:, None, :]
-
-    through_w = passing(home["weights"])
-    through_kv = passing(home["kv_cache"])
-    through_act = (levels[None, None, :] <= act_home[:, :, None]).astype(float)
-    ra, rb = _ref_reread(batch, ops.shape, is_matrix)
-    r, w = ops.read, ops.written
-    traffic = (r[None, :, W, None] * rb * through_w
-               + r[None, :, KV, None] * rb * through_kv
-               + w[None, :, KV, None] * through_kv
-               + (r[None, :, A, None] * ra + w[None, :, A, None]
-                  + (r + w)[None, :, G, None]) * through_act)
-    traffic[:, :, 0] += ops.onchip[None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mem = np.where(traffic > 0, traffic / batch.bandwidth[:, None, :], 0.0)
-    terms = np.concatenate([compute[:, :, None], mem], axis=2)
-    on = np.array([k in ("register", "sram", "cache") for k in batch.level_kinds])
-    die = np.maximum(compute, mem[:, :, on].max(axis=2, initial=0.0))
-    off = mem[:, :, ~on].max(axis=2, initial=0.0)
-    big, small = np.maximum(die, off), np.minimum(die, off)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(big > 0, small / big, 0.0)
-    roof = np.where(np.isfinite(big) & (big > 0),
-                    big * (1 + ratio ** OVERLAP) ** (1 / OVERLAP), big)
-    overhead = ops.launches[None, :] * batch.op_overhead[:, None]
-    bound = np.where(overhead > roof, -1, np.argmax(terms, axis=2))
-    time = roof + overhead
-    return OpTimes(time=time, compute=compute, traffic=traffic, bound=bound,
-                   missing_rate=missing)
 
 
 # --- real inputs --------------------------------------------------------------------------
@@ -234,7 +85,7 @@ def test_matches_reference(chip, workload, n):
     for batch, ops, home, act_home in _capture(chip, workload, n):
         assert batch.n == n
         _assert_same(op_times(batch, ops, home, act_home),
-                     _reference_op_times(batch, ops, home, act_home))
+                     reference_op_times(batch, ops, home, act_home))
 
 
 @pytest.fixture(scope="module")
@@ -261,7 +112,7 @@ def test_per_design_operator_arrays(decode_inputs, prefill_inputs):
             written=per_design(ops.written), shape=per_design(ops.shape),
             onchip=per_design(ops.onchip), launches=per_design(ops.launches))
         _assert_same(op_times(batch, wide, home, act_home),
-                     _reference_op_times(batch, ops, home, act_home))
+                     reference_op_times(batch, ops, home, act_home))
 
         # Design k runs operators scaled by k + 1 (batch size, say): row k of the result is
         # the reference's row k on those operators.
@@ -278,7 +129,7 @@ def test_per_design_operator_arrays(decode_inputs, prefill_inputs):
             ops_k = dataclasses.replace(
                 ops, flops=varied.flops[k], read=varied.read[k], written=varied.written[k],
                 shape=varied.shape[k], onchip=varied.onchip[k])
-            want = _reference_op_times(batch, ops_k, home, act_home)
+            want = reference_op_times(batch, ops_k, home, act_home)
             for name in ("time", "compute", "traffic"):
                 np.testing.assert_allclose(getattr(got, name)[k], getattr(want, name)[k],
                                            rtol=1e-12, atol=0, err_msg=name)
@@ -291,7 +142,7 @@ def test_home_per_design_only(decode_inputs):
     batch, ops, home, act_home = decode_inputs
     flat = {k: v[:, 0, :] if v.ndim == 3 else v for k, v in home.items()}
     _assert_same(op_times(batch, ops, flat, act_home),
-                 _reference_op_times(batch, ops, flat, act_home))
+                 reference_op_times(batch, ops, flat, act_home))
 
 
 @pytest.mark.parametrize("variant", ["no_vector", "no_rate", "no_tile", "overhead",
@@ -318,7 +169,7 @@ def test_unusual_chips(decode_inputs, prefill_inputs, variant):
         elif variant == "all_dram":
             act_home = np.full_like(act_home, batch.levels - 1)
         got = op_times(batch, ops, home, act_home)
-        want = _reference_op_times(batch, ops, home, act_home)
+        want = reference_op_times(batch, ops, home, act_home)
         _assert_same(got, want)
         if variant == "no_rate":
             assert got.missing_rate.all()
@@ -349,7 +200,7 @@ def test_operator_subsets(decode_inputs, prefill_inputs):
                     list(reversed(range(len(names))))]
         for rows in subsets:
             _assert_same(op_times(*_subset(inputs, rows)),
-                         _reference_op_times(*_subset(inputs, rows)))
+                         reference_op_times(*_subset(inputs, rows)))
 
 
 # --- per-design operators (a per-design batch size: serving with batch "max") --------------
@@ -379,7 +230,7 @@ def _design(inputs: tuple, k: int) -> tuple:
 
 def _reference_per_design(inputs: tuple) -> OpTimes:
     """The reference, design by design (it takes per-operator quantities only)."""
-    rows = [_reference_op_times(*_design(inputs, k)) for k in range(inputs[0].n)]
+    rows = [reference_op_times(*_design(inputs, k)) for k in range(inputs[0].n)]
     return OpTimes(**{f.name: np.concatenate([getattr(r, f.name) for r in rows])
                       for f in dataclasses.fields(OpTimes)})
 

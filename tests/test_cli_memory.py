@@ -230,9 +230,9 @@ def test_one_planner_pass_equals_the_plan_of_each_strategy():
     rng = np.random.default_rng(0)
     for i in rng.choice(len(cands), size=12, replace=False):
         s = cands[i]
-        one = plan_training_memory(wl, plan_of(mp._scenario_of(sc, s, False),
-                                               Execution(chips=64, tp=s.tp, pp=s.pp),
-                                               s.choice()))
+        sc_s = mp._scenario_of(sc, s, False)
+        ex = Execution(chips=64, tp=s.tp, pp=s.pp).with_training(sc_s.training)
+        one = plan_training_memory(wl, plan_of(sc_s, ex, s.choice()))
         for part in (*PARTS, "total", "offloaded"):
             assert getattr(mem, part)[i] == pytest.approx(float(getattr(one, part)),
                                                           rel=1e-12), (s, part)

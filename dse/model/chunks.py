@@ -32,7 +32,8 @@ from dse.model.reasons import Reasons
 CHUNK_DESIGNS = 16_384
 # Fields of an Evaluation that describe every design at once (not one entry per design).
 _SHARED = ("hardware", "workload", "scenario", "scenario_name", "scenario_overrides",
-           "chips", "tp", "pp", "level_names", "ops_name", "warnings", "batch")
+           "chips", "tp", "pp", "level_names", "ops_name", "warnings", "batch",
+           "execution")
 
 F = TypeVar("F", bound=Callable[..., Any])
 

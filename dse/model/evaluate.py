@@ -122,6 +122,10 @@ class Evaluation:
     batch_values: np.ndarray | None = None
     """[N] the batch of each design, when evaluate was given one per design (else None: the
     scenario's batch)."""
+    execution: Execution | None = None
+    """How the chips ran it: every parallel degree and, for training, the strategy the
+    execution and the scenario's training block state (fields left None were chosen per
+    design: `training`)."""
     training: dict[str, np.ndarray] | None = None
     """Transformer training: per design the setup chosen (micro_batch, microbatches, zero,
     recompute, sequence_parallel) and the memory planner's bytes per chip
@@ -382,6 +386,8 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
             f"--batch: phase {sc.phase} takes one global batch per evaluation, not one per "
             "design")
     ex = execution or Execution(chips=chips, tp=tp, pp=pp, fusion=fusion)
+    if phases.get(sc.phase).trains:  # the strategy the scenario's training block states
+        ex = ex.with_training(sc.training)
     problems, warnings = execution_issues(wl, sc, ex.tp, ex.pp)
     _reject(bool(problems), "; ".join(problems))
     _reject(area_budget is not None and tech is None, "an area budget needs the area model: "
@@ -439,7 +445,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
         memory_bytes=run.placement.used, level_names=db.level_names, ops_name=step.names,
         ops_count=step.count, ops_flops=step.flops, op_traffic=step.traffic,
         ops_time=step.time, ops_bound_code=step.bound, power_limited=limited, energy=energy,
-        warnings=tuple(warnings), training=setup, batch_values=per_design)
+        warnings=tuple(warnings), training=setup, batch_values=per_design, execution=ex)
 
 
 def _batch_values(values: Sequence[int] | np.ndarray, designs: int) -> np.ndarray:

@@ -209,7 +209,7 @@ def breakdown(ev: Evaluation, db: DesignBatch) -> dict[str, Any]:
                  "virtual_stages": int(tr["virtual_stages"][0]),
                  "offload": t.offload.model_dump() if t.offload else None,
                  "chosen": [f for f in OPEN_FIELDS if getattr(t, f) is None]
-                 + (["schedule"] if schedule_chosen(t, ev.pp) else [])}
+                 + (["schedule"] if schedule_chosen(ev.execution) else [])}
     metric = {k: _num(ev.metrics[k][0]) if k in ev.metrics else None
               for k in ("step_time_s", "tokens_per_s", "samples_per_s", "mfu",
                         "model_flop_per_s_per_chip")}
@@ -313,9 +313,9 @@ def plan_all(wl: WorkloadSpec, sc: Scenario, chips: int, cands: list[Strategy],
     for _, group in itertools.groupby(cands, key=lambda s: (s.tp, s.pp, s.offload)):
         group = list(group)
         g = group[0]
-        ex = Execution(chips=chips, tp=g.tp, pp=g.pp)
-        plans.append(plan_of(_scenario_of(sc, g, offload_params), ex,
-                             [s.choice() for s in group]))
+        sc_g = _scenario_of(sc, g, offload_params)
+        ex = Execution(chips=chips, tp=g.tp, pp=g.pp).with_training(sc_g.training)
+        plans.append(plan_of(sc_g, ex, [s.choice() for s in group]))
         sizes.append(len(group))
     joined: dict[str, Any] = {}
     for f in fields(TrainingPlan):

@@ -103,10 +103,10 @@ def schedule_of(virtual_stages: int) -> str:
     return "interleaved" if virtual_stages > 1 else "1f1b"
 
 
-def schedule_chosen(t: Training, pp: int) -> bool:
+def schedule_chosen(ex: Execution) -> bool:
     """Whether the planner picks the number of virtual stages (`schedules`): with pipeline
-    parallelism, unless the scenario names 1F1B or the virtual stages."""
-    return pp > 1 and t.schedule != "1f1b" and t.virtual_stages is None
+    parallelism, unless the execution names 1F1B or the virtual stages."""
+    return ex.pp > 1 and ex.schedule != "1f1b" and ex.virtual_stages is None
 
 
 @dataclass(frozen=True)
@@ -159,8 +159,8 @@ def model_flops(table: OpTable, wl: TransformerSpec, seq: float) -> float:
     return 3.0 * float(np.sum(flops * matrix))
 
 
-def schedules(t: Training, ex: Execution, layers: int, microbatches: int) -> list[int]:
-    """Virtual stages (model chunks per pipeline rank) a setup may run: the scenario's when
+def schedules(ex: Execution, layers: int, microbatches: int) -> list[int]:
+    """Virtual stages (model chunks per pipeline rank) a setup may run: the execution's when
     it gives them (1 for 1F1B); else, with pipeline parallelism, 1F1B and every interleaved
     split of the longest stage's layers into whole-layer chunks. The planner interleaves
     only when the micro-batches are a multiple of the pipeline depth, as Megatron-LM's
@@ -168,28 +168,27 @@ def schedules(t: Training, ex: Execution, layers: int, microbatches: int) -> lis
     bubble by v and multiplies the stage-to-stage sends by v. At most MAX_VIRTUAL_STAGES
     chunks per rank; the divisors come from the stage's factorization (a stage of 2^52
     layers is as quick as one of 8)."""
-    if t.schedule == "1f1b" or ex.pp == 1:
+    if ex.schedule == "1f1b" or ex.pp == 1:
         return [1]
-    if t.virtual_stages is not None:
-        return [t.virtual_stages]
+    if ex.virtual_stages is not None:
+        return [ex.virtual_stages]
     stage = math.ceil(layers / ex.pp)
     split = [v for v in divisors(stage) if 1 < v <= MAX_VIRTUAL_STAGES]
-    if t.schedule == "interleaved":  # asked for: every split (1F1B if a stage is one layer)
+    if ex.schedule == "interleaved":  # asked for: every split (1F1B if a stage is one layer)
         return split or [1]
     return [1] + (split if microbatches % ex.pp == 0 else [])
 
 
-def choices(t: Training, ex: Execution, global_batch: int, layers: int) -> list[Choice]:
-    """Every setup the scenario allows, cheapest first (see the module docstring)."""
-    dp = ex.dp // t.context_parallel  # replicas that split the batch
-    per_replica = global_batch // dp
-    mbs = [t.micro_batch] if t.micro_batch else micro_batches(per_replica)
-    zeros = [t.zero] if t.zero is not None else (list(ZERO_ORDER) if ex.dp > 1 else [0])
-    recs = [t.recompute] if t.recompute else list(RECOMPUTE)
-    sps = [t.sequence_parallel] if t.sequence_parallel is not None else \
+def choices(ex: Execution, global_batch: int, layers: int) -> list[Choice]:
+    """Every setup the execution allows, cheapest first (see the module docstring)."""
+    per_replica = global_batch // ex.replicas
+    mbs = [ex.micro_batch] if ex.micro_batch else micro_batches(per_replica)
+    zeros = [ex.zero] if ex.zero is not None else (list(ZERO_ORDER) if ex.dp > 1 else [0])
+    recs = [ex.recompute] if ex.recompute else list(RECOMPUTE)
+    sps = [ex.sequence_parallel] if ex.sequence_parallel is not None else \
         ([True, False] if ex.tp > 1 else [False])
     return [Choice(b, z, r, sp, v) for b in mbs
-            for v in schedules(t, ex, layers, max(per_replica // b, 1))
+            for v in schedules(ex, layers, max(per_replica // b, 1))
             for r, z, sp in itertools.product(recs, zeros, sps)]
 
 
@@ -209,27 +208,26 @@ def plan_of(sc: Scenario, ex: Execution, c: Choice | list[Choice]) -> TrainingPl
     c = [effective(x, ex) for x in c] if isinstance(c, list) else effective(c, ex)
     cs = c if isinstance(c, list) else [c]
     t = sc.training or Training()
-    off = t.offload
+    off = ex.offload
     arr = (lambda f: np.array([getattr(x, f) for x in cs])) if isinstance(c, list) else \
         (lambda f: getattr(c, f))
     return TrainingPlan(
         seq=sc.seq_in, micro_batch=arr("micro_batch"), global_batch=sc.batch,
         precision=TRAINING_PRECISIONS[sc.precision], optimizer=t.optimizer,
         optimizer_state_multiplier=t.optimizer_state, tp=ex.tp, pp=ex.pp,
-        dp=ex.dp // t.context_parallel, cp=t.context_parallel, ep=t.expert_parallel,
+        dp=ex.replicas, cp=ex.cp, ep=ex.ep,
         sequence_parallel=arr("sequence_parallel"), zero=arr("zero"),
         recompute=arr("recompute"),
         schedule=np.vectorize(schedule_of, otypes=[object])(arr("virtual_stages")),
         virtual_stages=arr("virtual_stages"),
-        compression=t.compression.factor if t.compression else 1.0,
+        compression=ex.compression.factor if ex.compression else 1.0,
         offload_optimizer=float(off.optimizer) if off else 0.0,
         offload_params=float(off.parameters) if off else 0.0, dropout=t.dropout)
 
 
 def check(wl: TransformerSpec, sc: Scenario, ex: Execution, db: DesignBatch) -> None:
     """Reject what the step model cannot time, each with its reason."""
-    t = sc.training or Training()
-    cp, ep = t.context_parallel, t.expert_parallel
+    cp, ep = ex.cp, ex.ep
     if ex.dp % cp or ex.dp % ep:
         raise DseError(f"training: context_parallel ({cp}) and expert_parallel ({ep}) must "
                        f"divide the {ex.dp} data-parallel ranks (chips / (tp x pp))")
@@ -239,9 +237,9 @@ def check(wl: TransformerSpec, sc: Scenario, ex: Execution, db: DesignBatch) -> 
     if cp > 1 and sc.seq_in % cp:
         raise DseError(f"training.context_parallel: {cp} must divide the sequence "
                        f"({sc.seq_in} tokens)")
-    if t.offload is not None and t.offload.to not in db.level_names:
+    if ex.offload is not None and ex.offload.to not in db.level_names:
         raise DseError(f"training.offload.to: {db.spec.name} has no memory level "
-                       f"'{t.offload.to}'; expected one of {', '.join(db.level_names)}")
+                       f"'{ex.offload.to}'; expected one of {', '.join(db.level_names)}")
     if not isinstance(sc.batch, int) or sc.batch < ex.dp // cp:
         raise DseError(f"batch {sc.batch}: training takes a global batch of at least one "
                        f"sequence per data-parallel replica ({ex.dp // cp})")
@@ -251,10 +249,12 @@ def check(wl: TransformerSpec, sc: Scenario, ex: Execution, db: DesignBatch) -> 
 
 
 def run(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution) -> TrainingRun:
-    """The training step of every design with its fastest fitting setup."""
+    """The training step of every design with its fastest fitting setup: the execution's
+    strategy where it (or the scenario's `training:` block) gives one, else the planner's
+    choice per design."""
+    ex = ex.with_training(sc.training)
     check(wl, sc, ex, db)
-    t = sc.training or Training()
-    cands = choices(t, ex, int(sc.batch), wl.layers)
+    cands = choices(ex, int(sc.batch), wl.layers)
     mem = plan_training_memory(wl, plan_of(sc, ex, cands))
     need = mem.total + mem.offloaded  # [S]
     # Fitting the fastest tier alone and spilling to slower ones are different trades (a
@@ -299,8 +299,9 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
          c: Choice) -> TrainingRun:
     """The step of every design under setup `c`."""
     t = sc.training or Training()
-    chosen = t.model_copy(update=effective(c, ex).fields())
-    sc_c = sc.model_copy(update={"training": chosen})
+    run_as = dataclasses.replace(ex, **effective(c, ex).fields())  # the execution as it runs
+    # the lowering reads the strategy from the scenario's training block: the execution's
+    sc_c = sc.model_copy(update={"training": t.model_copy(update=run_as.training_fields())})
     table = lower(wl, sc_c, chips=ex.dp)
     mem = plan_training_memory(wl, plan_of(sc, ex, c))
     m = float(mem.microbatches)
@@ -312,15 +313,15 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
     # they live in the chip's fastest memory (what a framework keeps on the device), not
     # in a slower tier (activation offload is not modelled).
     allowed = {TRAINING: tuple(db.level_names[i] for i in _fast_levels(db))}
-    if t.offload is not None:
-        if t.offload.optimizer:
-            allowed["optimizer_state"] = (t.offload.to,)
-        if t.offload.parameters:
-            allowed["weights"] = (t.offload.to,)
+    if ex.offload is not None:
+        if ex.offload.optimizer:
+            allowed["optimizer_state"] = (ex.offload.to,)
+        if ex.offload.parameters:
+            allowed["weights"] = (ex.offload.to,)
     plugin = Plugin(
         footprint=lambda table, ops, ws: (fp, allowed),
-        collectives=lambda coll: _with_training_collectives(coll, wl, sc_c, ex, c, m),
-        step=lambda st: _with_extra(_overlapped(st, m), db, ex, chosen, st.ops, m))
+        collectives=lambda coll: _with_training_collectives(coll, wl, sc_c, run_as, c, m),
+        step=lambda st: _with_extra(_overlapped(st, m), db, run_as, st.ops, m))
     ran = run_pass(db, table, ex, in_sequence=phases.get(sc.phase).in_sequence,
                    precision=sc.precision, plugin=plugin)
     st, placed = ran.step, ran.placement
@@ -388,35 +389,35 @@ def _with_training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scena
         # activations forward, their gradients back: once per chunk boundary, v per
         # micro-batch with v chunks per rank (SC21 Sec. 2.2.2: "the amount of
         # communication also increases by v")
-        counts[j] = counts[j] * 2.0 * m * t.virtual_stages
+        counts[j] = counts[j] * 2.0 * m * (ex.virtual_stages or 1)
     prec = TRAINING_PRECISIONS[sc.precision]
     p_b, g_b, _ = state_bytes(prec, t.optimizer, t.optimizer_state)
     pc = parameter_counts(wl)
     routed = pc["ffn"] * wl.moe.experts / (wl.moe.experts + wl.moe.shared_experts) \
         if wl.moe else 0.0
     # one chip's parameters before ZeRO: expert parallelism splits the routed experts
-    params = (pc["total"] - routed + routed / t.expert_parallel) / (ex.tp * ex.pp)
+    params = (pc["total"] - routed + routed / ex.ep) / (ex.tp * ex.pp)
     act = DTYPE_BYTES[PRECISIONS[sc.precision][1]]
     layers = math.ceil(wl.layers / ex.pp)  # the stage's
-    tokens = c.micro_batch * sc.seq_in / t.context_parallel  # one rank's, per micro-batch
+    tokens = c.micro_batch * sc.seq_in / ex.cp  # one rank's, per micro-batch
     ranks = []  # (name, kind, stage, group, bytes, count) of the cp and ep exchanges
-    if t.context_parallel > 1:
+    if ex.cp > 1:
         # ring attention: every rank gathers the whole sequence's K and V of its heads each
         # layer (forward), and the gradients of K and V go back (backward, reduce-scatter)
         kv = 2 * c.micro_batch * sc.seq_in * wl.n_kv_heads / min(ex.tp, wl.n_kv_heads) \
             * wl.d_head * act
         ranks += [("context.kv_all_gather", "context_kv_gather", "all_gather", "forward",
-                   t.context_parallel, kv, layers * m),
+                   ex.cp, kv, layers * m),
                   ("context.kv_reduce_scatter", "context_kv_scatter", "reduce_scatter",
-                   "backward", t.context_parallel, kv, layers * m)]
-    if t.expert_parallel > 1 and wl.moe is not None:
+                   "backward", ex.cp, kv, layers * m)]
+    if ex.ep > 1 and wl.moe is not None:
         # each MoE layer sends its tokens to their experts' ranks and back (dispatch and
         # combine), forward and backward
         routed_bytes = tokens * wl.moe.top_k * wl.d_model * act / ex.tp
         ranks += [("experts.all_to_all", "expert_dispatch", "all_to_all", "forward",
-                   t.expert_parallel, routed_bytes, 2 * layers * m),
+                   ex.ep, routed_bytes, 2 * layers * m),
                   ("experts.all_to_all.backward", "expert_dispatch_backward", "all_to_all",
-                   "backward", t.expert_parallel, routed_bytes, 2 * layers * m)]
+                   "backward", ex.ep, routed_bytes, 2 * layers * m)]
     for name, role, kind, stage, group, size, count in ranks:
         names.append(name)
         roles.append(role)
@@ -488,19 +489,18 @@ def _overlapped(st: Step, m: float) -> Step:
     return dataclasses.replace(st, time=time, total=spent(time, st.count).sum(axis=1))
 
 
-def _with_extra(st: Step, db: DesignBatch, ex: Execution, t: Training, ops: ChipOps,
-                m: float) -> Step:
+def _with_extra(st: Step, db: DesignBatch, ex: Execution, ops: ChipOps, m: float) -> Step:
     """The pipeline bubble and the activations' compression as two more columns."""
     compute = sum(_stage_time(st, s) for s in ("forward", "recompute", "backward"))
-    bubble = (ex.pp - 1) / (t.virtual_stages * m) * compute if ex.pp > 1 else \
+    bubble = (ex.pp - 1) / ((ex.virtual_stages or 1) * m) * compute if ex.pp > 1 else \
         np.zeros(db.n)
     squeeze = np.zeros(db.n)
-    if t.compression is not None:
+    if ex.compression is not None:
         written = ops.written[..., TENSOR_CLASSES.index("activations")]
         stored = np.sum(np.broadcast_to(written * ops.count, (db.n, len(ops.name)))
                         * (ops.stage == "forward"), axis=1)
         rate = db.vector_peak.get("fp32", db.matrix_peak.get("fp32", np.full(db.n, np.inf)))
-        squeeze = t.compression.flops_per_byte * stored / rate
+        squeeze = ex.compression.flops_per_byte * stored / rate
     extra = {"pipeline.bubble": bubble, "activations.compress": squeeze}
     n = db.n
     add = np.stack(list(extra.values()), axis=1)  # [N, 2]
@@ -512,7 +512,7 @@ def _with_extra(st: Step, db: DesignBatch, ex: Execution, t: Training, ops: Chip
                                    np.zeros((n, 2))], axis=1),
         count=np.concatenate([st.count, np.ones((n, 2))], axis=1),
         flops=np.concatenate([st.flops, np.zeros((n, 1)),
-                              (t.compression.flops_per_byte if t.compression else 0.0)
+                              (ex.compression.flops_per_byte if ex.compression else 0.0)
                               * np.zeros((n, 1))], axis=1),
         time=np.concatenate([st.time, add], axis=1),
         bound=np.concatenate([st.bound, np.tile(np.array([PIPELINE, 0], dtype=st.bound.dtype),

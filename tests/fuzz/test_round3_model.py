@@ -44,10 +44,11 @@ def test_the_planner_tries_interleaved_schedules_up_to_the_cap():
     from dse.spec.workload import Training
 
     ex = Execution(chips=2, tp=1, pp=2)
-    assert schedules(Training(), ex, 2 * 720720, 2) == [1] + [
+    assert schedules(ex.with_training(Training()), 2 * 720720, 2) == [1] + [
         v for v in range(2, MAX_VIRTUAL_STAGES + 1) if 720720 % v == 0]
-    assert schedules(Training(), ex, 2**54, 2) == [1, 2, 4, 8, 16, 32, 64]
-    assert schedules(Training(schedule="interleaved"), ex, 2 * 1000003, 3) == [1]  # prime
+    assert schedules(ex.with_training(Training()), 2**54, 2) == [1, 2, 4, 8, 16, 32, 64]
+    interleaved = ex.with_training(Training(schedule="interleaved"))
+    assert schedules(interleaved, 2 * 1000003, 3) == [1]  # prime
 
 
 # --- H3: dse memory --suggest on 2^53 chips -------------------------------------------------

@@ -116,12 +116,12 @@ def test_the_planner_chooses_the_pipeline_schedule() -> None:
     from dse.model.training import schedules
 
     ex = Execution(chips=8, tp=1, pp=4)
-    assert schedules(Training(), ex, 32, 32) == [1, 2, 4, 8]
-    assert schedules(Training(), ex, 32, 6) == [1]  # 6 micro-batches on 4 stages
-    assert schedules(Training(schedule="1f1b"), ex, 32, 32) == [1]
-    assert schedules(Training(schedule="interleaved"), ex, 32, 6) == [2, 4, 8]
-    assert schedules(Training(virtual_stages=4), ex, 32, 32) == [4]
-    assert schedules(Training(), Execution(chips=8, tp=8, pp=1), 32, 32) == [1]
+    assert schedules(ex.with_training(Training()), 32, 32) == [1, 2, 4, 8]
+    assert schedules(ex.with_training(Training()), 32, 6) == [1]  # 6 micro-batches on 4 stages
+    assert schedules(ex.with_training(Training(schedule="1f1b")), 32, 32) == [1]
+    assert schedules(ex.with_training(Training(schedule="interleaved")), 32, 6) == [2, 4, 8]
+    assert schedules(ex.with_training(Training(virtual_stages=4)), 32, 32) == [4]
+    assert schedules(Execution(chips=8, tp=8, pp=1).with_training(Training()), 32, 32) == [1]
     open_ = _eval(wl=_wl(micro_batch=1, zero=0, recompute="none", sequence_parallel=False),
                   chips=8, tp=1, pp=4)
     times = []

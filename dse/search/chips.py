@@ -57,7 +57,7 @@ def execution_for(job, chips: int) -> tuple[Execution | None, str]:
             return None, f"{chips} chips: not a multiple of tp x pp ({tp * pp})"
     problems, _ = execution_issues(job.workload, job.resolved, tp, pp)
     if problems:
-        return None, f"{chips} chips (tp {tp}, pp {pp}): {'; '.join(problems)}"
+        return None, f"{chips} chips (tp {tp}, pp {pp}): {'; '.join(map(str, problems))}"
     return Execution(chips=chips, tp=tp, pp=pp), ""
 
 

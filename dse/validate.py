@@ -395,6 +395,8 @@ def _reference(ref: str, kind: str, known: set[str], folder: Path) -> tuple[str,
 def _in_columns(error: DseError) -> str:
     """A row's error with each field named as the CSV does: a scenario or execution field
     by its column (seq_in), a design path as the option that sets it."""
+    if error.field is None and not error.also:  # unstructured (a subclass words itself)
+        return str(error)
     return error.worded(lambda p: p.field if p.field in (*COLUMNS, *OPTIONAL_COLUMNS)
                         else scenario_fields.cli_name(p))
 

@@ -50,6 +50,7 @@ import numpy as np
 from dse import units
 from dse.errors import DseError
 from dse.model import die_links, training
+from dse.model import reasons as reason_codes
 from dse.model.area import area
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.chunks import chunked  # issue 15: chunked evaluation
@@ -410,7 +411,9 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     if sc.phase == "training" and wl.kind == "transformer":
         tr = training.run(db, wl, sc, ex)
         run = Run(step=tr.step, placement=tr.placement, feasible=tr.feasible,
-                  reason=Reasons.of(tr.reason),
+                  reason=Reasons.of(tr.reason).coded(  # its words are training's own
+                      ~tr.placement.feasible & (tr.placement.short > 0), reason_codes.MEMORY,
+                      tr.placement.short),
                   metrics={**{k: np.full(db.n, np.nan) for k in METRICS}, **tr.metrics})
         seqs = np.full(db.n, float(sc.batch) / ex.dp)
         none_fit = np.zeros(db.n, dtype=bool)
@@ -595,24 +598,28 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
               collective_times(db, coll))
 
     reasons = Reasons.none(db.n).first(~placed.feasible & (placed.short > 0),
-                                       fit_word(db, fp, placed.short))
+                                       fit_word(db, fp, placed.short), code=reason_codes.MEMORY,
+                                       amount=placed.short)
     reasons = reasons.first(st.missing_rate, f"no compute rate for precision {sc.precision} "
-                                             f"on {db.spec.name}")
+                                             f"on {db.spec.name}", code=reason_codes.NO_RATE)
     reasons = reasons.first(st.no_link,
                             f"{ex.model_split if ex.model_split > 1 else ex.chips} chips must "
-                            f"communicate but {db.spec.name} has no chip-to-chip links")
+                            f"communicate but {db.spec.name} has no chip-to-chip links",
+                            code=reason_codes.NO_LINK)
     if serve:
         limit = batch_limit(sc.seq_in, sc.seq_out, engine_of(sc))
         reasons = reasons.first(np.broadcast_to(per_replica, (db.n,)) > limit,
                                 f"{np.max(per_replica):.0f} sequences in flight per replica "
                                 f"exceed the {limit:.0f} the serving engine allows (scenario "
-                                f"engine: max_batch, max_tokens_per_iteration)")
+                                f"engine: max_batch, max_tokens_per_iteration)",
+                                code=reason_codes.ENGINE_LIMIT)
     metrics = phase_metrics(table.facts, st, sequences, ex.chips, table.total_flops, it)
     feasible = ~reasons.any
     if target and sc.latency_target is not None:
         slow = feasible & ~_meets(metrics, sc)
         reasons = reasons.first(slow, f"no batch meets the latency target of "
-                                      f"{units.format_quantity(sc.latency_target, units.TIME)}")
+                                      f"{units.format_quantity(sc.latency_target, units.TIME)}",
+                                code=reason_codes.LATENCY_TARGET)
         feasible = ~reasons.any
     return Run(step=st, placement=placed, feasible=feasible, reason=reasons,
                metrics=metrics)

@@ -68,7 +68,7 @@ class DseError(Exception):
     has_value = False
     rule: str | None = None
     also: tuple[DseError, ...] = ()
-    inline = False  # the message reads on from the field's name: "chips 3 is not ..."
+    inline = False  # the message reads on from the field's option: "--chips 3 is not ..."
 
     def __init__(self, message: object = "", *, field: str | None = None,
                  domain: str = "scenario", value: object = _UNSET,
@@ -84,7 +84,7 @@ class DseError(Exception):
         self.rule = rule
         self.also = tuple(also)
         self.inline = inline
-        super().__init__(self.worded(lambda part: part.field or ""))
+        super().__init__(self.worded(lambda part: part.field or "", flags=False))
 
     @classmethod
     def together(cls, parts: Sequence[DseError]) -> DseError:
@@ -104,11 +104,17 @@ class DseError(Exception):
             return super().__reduce__()
         return (_rebuilt, (type(self), self.args, self.__dict__))
 
-    def worded(self, name: Callable[[DseError], str]) -> str:
+    def worded(self, name: Callable[[DseError], str], flags: bool = True) -> str:
         """The message with each part's field named by `name(part)` (a route's word for
-        it; '' leaves the field out)."""
-        return "; ".join(f"{name(p)}{' ' if p.inline else ': '}{p.message}" if name(p)
-                         else p.message for p in self.parts)
+        it; '' leaves the field out). An inline part reads on from its name (`--chips 4 is
+        not ...`); where the name is a plain word (`flags` false: the API, a study) only
+        when the message keeps a colon of its own (`tp 3: ...`), so every line still
+        reads `where: what` (`chips: 4 is not ...`)."""
+        def sep(p: DseError) -> str:
+            return " " if p.inline and (flags or ": " in p.message) else ": "
+
+        return "; ".join(f"{name(p)}{sep(p)}{p.message}" if name(p) else p.message
+                         for p in self.parts)
 
     def lines(self) -> list[str]:
         """The problems, one line each."""

@@ -398,7 +398,7 @@ def _in_columns(error: DseError) -> str:
     if error.field is None and not error.also:  # unstructured (a subclass words itself)
         return str(error)
     return error.worded(lambda p: p.field if p.field in (*COLUMNS, *OPTIONAL_COLUMNS)
-                        else scenario_fields.cli_name(p))
+                        else scenario_fields.cli_name(p), flags=False)
 
 
 def _load(kind: str, name: str, loaded: dict) -> object:

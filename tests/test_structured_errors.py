@@ -72,6 +72,9 @@ def test_a_dse_error_carries_its_field_value_and_rule():
     both = DseError.together([e, DseError("3: ...", field="tp", domain="execution",
                                           value=3, inline=True)])
     assert str(both) == "seq_in: expected a whole number, found 2.5; tp 3: ..."
+    odd = DseError("4 is not a multiple", field="chips", domain="execution", inline=True)
+    assert (str(odd), odd.worded(lambda p: "--chips")) == ("chips: 4 is not a multiple",
+                                                           "--chips 4 is not a multiple")
     assert [p.field for p in both.parts] == ["seq_in", "tp"]
     back = pickle.loads(pickle.dumps(both))  # across a worker's process boundary
     assert (str(back), back.field, back.value, [p.field for p in back.parts]) == (
@@ -138,7 +141,7 @@ def test_an_execution_error_is_worded_per_route(tmp_path):
     assert _study_error(path) == f"{path}:6:6: workloads.w: tp {says}"
     with pytest.raises(DseError) as e:
         dse.evaluate(H100, LLAMA, chips=4, tp=3)  # Execution: the value reads on
-    assert str(e.value).startswith("chips 4 is not a multiple of tp x pp = 3; ")
+    assert str(e.value).startswith("chips: 4 is not a multiple of tp x pp = 3; ")
     assert _cli("eval", "h100-sxm", "llama2-7b", "--chips", "4", "--tp", "3")[1].startswith(
         "--chips 4 is not a multiple of tp x pp = 3; ")
 

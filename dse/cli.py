@@ -24,6 +24,7 @@ from dse.cli_memory import memory
 from dse.cli_plot import PHASE_HELP, plot_app
 from dse.cli_study import study
 from dse.errors import DseError, one_line
+from dse.spec.scenario_fields import FIELDS
 
 __all__ = ["app", "main", "user_errors"]
 
@@ -35,6 +36,12 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     cls=DseGroup,
 )
+
+
+# Help of the scenario options every evaluating command shares (names: dse.spec.scenario_fields).
+KV_HELP = "KV-cache data type when it differs from --precision: fp32, bf16, fp16, fp8, int8, int4."
+LATENCY_HELP = ("With --batch best: the longest time per output token (serve) or per batch "
+                "(inference), e.g. '50 ms'.")
 
 
 class Format(StrEnum):
@@ -175,6 +182,8 @@ def workload(
                                                 "comma-separated.")] = None,
     precision: Annotated[str | None, typer.Option(help="fp32, bf16, fp16, fp8, int8, w8a16, "
                                                        "w4a16, mixed.")] = None,
+    kv_precision: Annotated[str | None, typer.Option(
+        FIELDS["kv_precision"].option, help=KV_HELP)] = None,
     convention: Annotated[str, typer.Option(help="Byte counting: default (by data type) or "
                                                  "paper (Kim et al. 2023).")] = "default",
     fmt: Annotated[TableFormat, typer.Option("--format", "-f")] = TableFormat.table,
@@ -199,7 +208,8 @@ def workload(
     docs = []
     for b, si, so in itertools.product(*lists.values()):
         sc_name, sc = resolve_scenario(spec, scenario, phase=phase, batch=b, seq_in=si,
-                                       seq_out=so, precision=precision)
+                                       seq_out=so, precision=precision,
+                                       kv_precision=kv_precision)
         notes = []
         if not isinstance(sc.batch, int):  # max (or best): sized by the hardware
             notes.append(f"batch {sc.batch} depends on the hardware; shown per sequence "
@@ -267,18 +277,23 @@ def _batch_words() -> tuple[str, ...]:
 
 def _sweep_values(phase: str | None, batch: str | None, seq_in: str | None,
                   seq_out: str | None, precision: str | None,
-                  sets: list[str] | None) -> dict[str, list[Any]]:
-    """The options of `dse eval` as sweep values: scenario fields, then hardware paths."""
+                  sets: list[str] | None, **names: str | None) -> dict[str, list[Any]]:
+    """The options of `dse eval` as sweep values: scenario fields, then hardware paths.
+    `names`: the other scenario fields by name (kv_precision, latency_target), one value
+    each."""
     values: dict[str, list[Any]] = {}
     if phase is not None:
         values["phase"] = [phase]
     if batch is not None:
-        values["batch"] = _int_list(batch, "--batch", _batch_words())
-    for key, text, option in (("seq_in", seq_in, "--seq-in"), ("seq_out", seq_out, "--seq-out")):
+        values["batch"] = _int_list(batch, FIELDS["batch"].option, _batch_words())
+    for key, text in (("seq_in", seq_in), ("seq_out", seq_out)):
         if text is not None:
-            values[key] = _int_list(text, option)
+            values[key] = _int_list(text, FIELDS[key].option)
     if precision is not None:
         values["precision"] = [precision]
+    for key, text in names.items():
+        if text is not None:
+            values[FIELDS[key].name] = [text]
     values.update(_overrides(sets))
     return values
 
@@ -316,6 +331,10 @@ def eval_(
         "--seq-out", help="Generated tokens; comma-separated values sweep.")] = None,
     precision: Annotated[str | None, typer.Option(help="fp32, bf16, fp16, fp8, int8, w8a16, "
                                                        "w4a16.")] = None,
+    kv_precision: Annotated[str | None, typer.Option(
+        FIELDS["kv_precision"].option, help=KV_HELP)] = None,
+    latency_target: Annotated[str | None, typer.Option(
+        FIELDS["latency_target"].option, help=LATENCY_HELP)] = None,
     chips: Annotated[int, typer.Option(help="Chips in the system.")] = 1,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option(help="Pipeline-parallel degree.")] = 1,
@@ -348,7 +367,8 @@ def eval_(
 
     for option, count in (("--chips", chips), ("--tp", tp), ("--pp", pp)):
         _whole(count, option)
-    values = _sweep_values(phase, batch, seq_in, seq_out, precision, sets)
+    values = _sweep_values(phase, batch, seq_in, seq_out, precision, sets,
+                           kv_precision=kv_precision, latency_target=latency_target)
     spec, tech, no_power = load_design(hardware)
     sw = sweep(spec, dse.load_workload(workload), scenario, values=values,
                mode="grid" if grid else "zip", chips=chips, tp=tp, pp=pp, tech=tech,

@@ -52,6 +52,16 @@ def err(text: str) -> None:
     typer.echo(redact(one_line(text)), err=True)
 
 
+def cli_lines(error: DseError) -> list[str]:
+    """The lines of `error` as the command line words them: a structured error's fields as
+    the options that set them (`--seq-out: ...`, `--set memory.L2.capacity: ...`)."""
+    if error.field is None and not error.also:
+        return error.lines()
+    from dse.spec.scenario_fields import cli_name
+
+    return [one_line(error.worded(lambda part: cli_name(part)))]
+
+
 def user_errors(func: F) -> F:
     """Turn DseError into its lines and exit code, anything unexpected into exit 1."""
 
@@ -60,7 +70,7 @@ def user_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except DseError as e:
-            for line in e.lines():
+            for line in cli_lines(e):
                 typer.echo(redact(line), err=True)  # a database URL's password never shows
             raise typer.Exit(e.exit_code) from None
         except (typer.Exit, typer.Abort, KeyboardInterrupt):

@@ -133,7 +133,7 @@ def memory(
     name, sc, notes = mp.training_scenario(wl, scenario, phase=phase, batch=b, seq_in=s,
                                            precision=precision, chips=n_chips)
     if wl.kind != "transformer":
-        used = [mp.OPTIONS[k] for k, v in given.items() if v is not None]
+        used = ["--" + k.replace("_", "-") for k, v in given.items() if v is not None]
         used += ["--offload-params"] * offload_params + ["--suggest"] * suggest
         if used:
             raise DseError(f"{used[0]}: training setups and --suggest are for Transformers; "

@@ -18,6 +18,7 @@ import typer
 
 from dse import phases
 from dse.errors import DseError
+from dse.spec.scenario_fields import FIELDS
 
 plot_app = typer.Typer(
     name="plot",
@@ -63,6 +64,12 @@ SeqIn = Annotated[int | None, typer.Option("--seq-in", help="Prompt tokens.")]
 SeqOut = Annotated[int | None, typer.Option("--seq-out", help="Generated tokens.")]
 Precision = Annotated[str | None, typer.Option(help="fp32, bf16, fp16, fp8, int8, w8a16, "
                                                     "w4a16.")]
+KvPrecision = Annotated[str | None, typer.Option(FIELDS["kv_precision"].option,
+                                                help="KV-cache data type when it differs "
+                                                     "from --precision.")]
+LatencyTarget = Annotated[str | None, typer.Option(
+    FIELDS["latency_target"].option, help="With --batch best: the longest time per output "
+                                          "token (serve) or per batch, e.g. '50 ms'.")]
 Chips = Annotated[int, typer.Option(help="Chips in the system.")]
 Tp = Annotated[int, typer.Option(help="Tensor-parallel degree.")]
 Pp = Annotated[int, typer.Option(help="Pipeline-parallel degree.")]
@@ -105,7 +112,7 @@ def _batch(text: str | None) -> int | str | None:
 def _evaluate(hardware: str, workload: str, scenario: str | None, phase: str | None,
               batch: str | None, seq_in: int | None, seq_out: int | None,
               precision: str | None, chips: int, tp: int, pp: int,
-              sets: list[str] | None) -> tuple[Any, str]:
+              sets: list[str] | None, **fields: str | None) -> tuple[Any, str]:
     """Evaluate one scenario as `dse eval` does (power and the reticle check where the
     chip's node is known); the evaluation and the line that says what ran."""
     import dse
@@ -117,7 +124,7 @@ def _evaluate(hardware: str, workload: str, scenario: str | None, phase: str | N
     ev = dse.evaluate(spec, dse.load_workload(workload), scenario, phase=phase,
                       batch=_batch(batch), seq_in=seq_in, seq_out=seq_out,
                       precision=precision, chips=chips, tp=tp, pp=pp,
-                      overrides=_overrides(sets) or None, tech=tech)
+                      overrides=_overrides(sets) or None, tech=tech, **fields)
     for warning in ev.warnings:
         typer.echo(f"warning: {warning}", err=True)
     if not ev.feasible[0]:
@@ -134,6 +141,7 @@ def roofline(
         help="Shipped workload, a path, or gemm:MxNxK: its operators become points.")] = None,
     scenario: Scenario = None, phase: Phase = None, batch: Batch = None,
     seq_in: SeqIn = None, seq_out: SeqOut = None, precision: Precision = None,
+    kv_precision: KvPrecision = None, latency_target: LatencyTarget = None,
     chips: Chips = 1, tp: Tp = 1, pp: Pp = 1, sets: Sets = None, out: Out = None,
 ) -> None:
     """Roofline of a chip, with a scenario's operators as points.
@@ -149,7 +157,8 @@ def roofline(
 
     if workload is None:
         given = {"--scenario": scenario, "--phase": phase, "--batch": batch,
-                 "--seq-in": seq_in, "--seq-out": seq_out, "--precision": precision}
+                 "--seq-in": seq_in, "--seq-out": seq_out, "--precision": precision,
+                 "--kv-precision": kv_precision, "--latency-target": latency_target}
         stray = [k for k, v in given.items() if v is not None]
         stray += [k for k, v in (("--chips", chips), ("--tp", tp), ("--pp", pp)) if v != 1]
         if stray:
@@ -162,7 +171,8 @@ def roofline(
         spec = dse.load_hardware(hardware)
         path = _output(out, "roofline", spec.name, workload)
         ev, what = _evaluate(hardware, workload, scenario, phase, batch, seq_in, seq_out,
-                             precision, chips, tp, pp, sets)
+                             precision, chips, tp, pp, sets, kv_precision=kv_precision,
+                             latency_target=latency_target)
         data = rp.roofline_data(ev.batch, ev,
                                 title=wrap_title(f"Roofline of {ev.hardware}, per chip", what))
     rp.draw(data, path)
@@ -183,6 +193,7 @@ def breakdown(
     workload: Annotated[str, typer.Argument(help="Shipped workload, a path, or gemm:MxNxK.")],
     scenario: Scenario = None, phase: Phase = None, batch: Batch = None,
     seq_in: SeqIn = None, seq_out: SeqOut = None, precision: Precision = None,
+    kv_precision: KvPrecision = None, latency_target: LatencyTarget = None,
     chips: Chips = 1, tp: Tp = 1, pp: Pp = 1, sets: Sets = None, out: Out = None,
     top: Annotated[int, typer.Option(help="Operators drawn; the rest share one bar.")] = 20,
 ) -> None:
@@ -199,7 +210,8 @@ def breakdown(
         raise DseError(f"--top: expected a whole number >= 1, found {top}")
     path = _output(out, "breakdown", dse.load_hardware(hardware).name, workload)
     ev, what = _evaluate(hardware, workload, scenario, phase, batch, seq_in, seq_out,
-                         precision, chips, tp, pp, sets)
+                         precision, chips, tp, pp, sets, kv_precision=kv_precision,
+                         latency_target=latency_target)
     data = bp.breakdown_data(ev, top=top, title=wrap_title("Time by operator", what))
     bp.draw(data, path)
     shares = ", ".join(f"{r.bound} {bp.share_text(r.share)}" for r in data.by_bound.itertuples())

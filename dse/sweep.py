@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from dse import phases
 from dse.errors import DseError
 from dse.model.evaluate import Evaluation, evaluate
+from dse.spec import scenario_fields
 from dse.spec.hardware import HardwareSpec
 from dse.spec.technology import TechSpec
 from dse.spec.vocabulary import column_name
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 # Scenario fields a sweep may set; every other key is a hardware path of the design
 # vocabulary (`memory.L2.capacity`, `compute.units`, ...).
-SCENARIO_FIELDS = ("phase", "batch", "seq_in", "seq_out", "precision", "kv_precision")
+SCENARIO_FIELDS = scenario_fields.SIMPLE
 MODES = ("zip", "grid")
 # Most design points one sweep (`dse eval`, `dse workload`, `sweep()`) may have: README,
 # "Input limits". At the limit, measured on one core: 10,000 hardware designs (--set lists)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import codecs
 import csv
 import math
-import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ import numpy as np
 from dse import phases
 from dse.errors import DseError
 from dse.model import design_batch, evaluate
+from dse.spec import scenario_fields
 from dse.spec.load import (
     library_dir,
     library_names,
@@ -33,10 +33,19 @@ from dse.spec.workload import WorkloadSpec, is_gemm_name
 from dse.spec.yamlpos import read_bytes
 from dse.workloads import resolve_scenario
 
+# The columns of a measurements CSV, in the order the shipped files write them. Its
+# scenario columns are the scenario fields a CSV takes (dse.spec.scenario_fields: checked
+# below); a column added after files were written is optional (empty or absent: the
+# scenario's own value).
 COLUMNS = ("id", "hardware", "chips", "tp", "pp", "workload", "phase", "precision", "batch",
            "seq_in", "seq_out", "metric", "value")
-
-
+OPTIONAL_COLUMNS = ("kv_precision",)
+SCENARIO_COLUMNS = tuple(scenario_fields.FIELDS[f].column for f in scenario_fields.SIMPLE
+                         if ("csv", f) not in scenario_fields.NOT_ON)
+if set(SCENARIO_COLUMNS) != set(COLUMNS[6:-2]) | set(OPTIONAL_COLUMNS):
+    raise ImportError(f"dse.validate: the CSV's scenario columns {COLUMNS[6:-2]} + "
+                      f"{OPTIONAL_COLUMNS} differ from the scenario fields a CSV takes "
+                      f"{SCENARIO_COLUMNS} (dse.spec.scenario_fields)")
 def _compared(phase: str) -> tuple[str, ...]:
     """The metrics `dse validate` compares for a phase (dse.phases: Phase.compared); none
     for a phase it does not know or does not validate."""
@@ -204,6 +213,7 @@ def read_measurements(path: Path) -> list[dict]:
             "tp": int(number("tp", whole=True)),  # type: ignore[arg-type]
             "pp": int(number("pp", whole=True)),  # type: ignore[arg-type]
             "phase": sys.intern(phase), "precision": sys.intern((raw["precision"] or "").strip()),
+            "kv_precision": sys.intern((raw.get("kv_precision") or "").strip()),
             "batch": batch,
             "seq_in": number("seq_in", whole=True, optional=True),
             "seq_out": number("seq_out", whole=True, optional=True),
@@ -254,7 +264,8 @@ def run(paths: Path | Sequence[Path] | None = None,
 # Rows whose key (all of a row's model inputs but its batch) is equal are one group: one
 # evaluation with a batch per design. Training takes one global batch per evaluation and
 # `max` depends on the hardware, so there the batch is part of the key.
-_KEY = ("hardware", "workload", "phase", "precision", "seq_in", "seq_out", "chips", "tp", "pp")
+_KEY = ("hardware", "workload", "phase", "precision", "kv_precision", "seq_in", "seq_out",
+        "chips", "tp", "pp")
 
 
 # Most distinct scenarios (rows that differ in more than their batch) one run models, in all
@@ -361,7 +372,7 @@ def _run_plan(plan: _Plan, progress: Progress | None = None,
                 except DseError as e:
                     line = records[i]["line"]
                     if first_error is None or line < first_error[0]:
-                        first_error = (line, _in_columns(str(e)))
+                        first_error = (line, _in_columns(e))
                     break
         done += len(members)
         if progress is not None:
@@ -386,11 +397,13 @@ def _reference(ref: str, kind: str, known: set[str], folder: Path) -> tuple[str,
     return ref, f"{kind} '{ref}' is not in the library"
 
 
-def _in_columns(message: str) -> str:
-    """The API names its arguments as flags (--seq-in): here they are columns (seq_in)."""
-    return re.sub(r"^--([a-z]+(?:-[a-z]+)*)\b",
-                  lambda m: m[1].replace("-", "_") if m[1].replace("-", "_") in COLUMNS
-                  else m[0], message)
+def _in_columns(error: DseError) -> str:
+    """A row's error with each field named as the CSV does: a scenario or execution field
+    by its column (seq_in), a design path as the option that sets it."""
+    if error.field is None and not error.also:  # unstructured (a subclass words itself)
+        return str(error)
+    return error.worded(lambda p: p.field if p.field in (*COLUMNS, *OPTIONAL_COLUMNS)
+                        else scenario_fields.cli_name(p), flags=False)
 
 
 def _load(kind: str, name: str, loaded: dict) -> object:
@@ -430,7 +443,7 @@ def _run_group(records: list[dict], rows: list[Row], loaded: dict) -> None:
     res = evaluate(
         designs, wl, tech=tech, phase=r["phase"],
         batch=distinct if len(distinct) > 1 else distinct[0],
-        precision=r["precision"] or None,
+        precision=r["precision"] or None, kv_precision=r["kv_precision"] or None,
         seq_in=_seq_in(wl, r),
         seq_out=int(r["seq_out"]) if r["seq_out"] else None,
         chips=r["chips"], tp=r["tp"], pp=r["pp"])

@@ -156,9 +156,9 @@ class _Values:
         for key, value in overrides.items():
             path, term = canonical(spec, key)
             if path in self.parsed:
-                raise DseError(f"--set {key}: {path} is given twice")
+                raise DseError(f"{path} is given twice", field=key, domain="design")
             if path.startswith(_FIXED):
-                raise DseError(f"--set {path}: {assumptions.NOT_VARIED}")
+                raise DseError(assumptions.NOT_VARIED, field=path, domain="design")
             if isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
                 cyc = [False]  # plain numbers: SI values, never per cycle
             else:
@@ -166,7 +166,7 @@ class _Values:
                 cyc = [isinstance(v, str) and units.is_per_cycle(v)
                        for v in np.asarray(items, dtype=object).ravel()]
             if any(cyc) and not all(cyc):
-                raise DseError(f"--set {path}: give every value per cycle or none")
+                raise DseError("give every value per cycle or none", field=path, domain="design")
             if any(cyc) and term.kind is not units.OPS_PER_CYCLE:
                 # a per-cycle value of a per-second field follows the clock; a field kept
                 # per cycle (peak_per_unit, which the model multiplies by the clock) does not
@@ -182,8 +182,8 @@ class _Values:
         self.read: set[str] = set()
         self.clock = self.get("compute.clock", clock0 or 0.0)
         if "compute.clock" in self.parsed and clock0 is None and spec.per_cycle:
-            raise DseError("--set compute.clock: the spec gives no clock to scale its "
-                           "per-cycle quantities from")
+            raise DseError("the spec gives no clock to scale its "
+                           "per-cycle quantities from", field="compute.clock", domain="design")
         self.clock_ratio = self.clock / clock0 if clock0 else np.ones(self.n)
 
     def given(self, path: str) -> bool:
@@ -204,8 +204,8 @@ class _Values:
     def check_all_read(self) -> None:
         for path in self.parsed:
             if path not in self.read:
-                raise DseError(f"--set {path}: no model reads this field, so varying it "
-                               "would change nothing")
+                raise DseError("no model reads this field, so varying it "
+                               "would change nothing", field=path, domain="design")
 
     def finite(self, what: str, values: np.ndarray) -> None:
         if not np.all(np.isfinite(values)):
@@ -235,7 +235,8 @@ def _in_range(path: str, term: Term, values: np.ndarray) -> None:
         why = (f"below {units.MIN_MAGNITUDE:g}, the smallest magnitude dse accepts"
                if value < units.MIN_MAGNITUDE else
                f"above {units.MAX_MAGNITUDE:g}, the largest magnitude dse accepts")
-    raise DseError(f"--set {path}: expected {term.describe_range()}, found {found:g} ({why})")
+    raise DseError(f"expected {term.describe_range()}, found {found:g} ({why})",
+                   field=path, domain="design")
 
 
 def _tile(v: _Values, c) -> tuple[int, int, int] | np.ndarray | None:
@@ -245,8 +246,8 @@ def _tile(v: _Values, c) -> tuple[int, int, int] | np.ndarray | None:
     if not any(v.given(p) for p in paths):
         return spec_tile
     if spec_tile is None and not all(v.given(p) for p in paths):
-        raise DseError("--set compute.matrix.tile: the spec gives no native tile; give m, n "
-                       "and k")
+        raise DseError("the spec gives no native tile; give m, n "
+                       "and k", field="compute.matrix.tile", domain="design")
     return np.stack([v.get(p, spec_tile[j] if spec_tile else None)
                      for j, p in enumerate(paths)], axis=1)
 
@@ -292,16 +293,17 @@ def _generation(v: _Values, lv) -> np.ndarray:
                        else -1.0)
     cat = catalogue()
     if lv.kind != "dram" or lv.interface is None:
-        raise DseError(f"--set {at}: level '{lv.name}' is not a DRAM level with an interface")
+        raise DseError(f"level '{lv.name}' is not a DRAM level with an interface",
+                       field=at, domain="design")
     family = interface_family(lv.interface) or lv.interface
     gen = v.get(at, None)
     wrong = [name for name in dict.fromkeys(cat.names[int(g)] for g in gen)
              if cat.family_of(name) != family]
     if wrong:
         same = [k for k in cat.names if cat.family_of(k) == family]
-        raise DseError(f"--set {at}: {wrong[0]} is a {cat.family_of(wrong[0])} generation and "
+        raise DseError(f"{wrong[0]} is a {cat.family_of(wrong[0])} generation and "
                        f"level '{lv.name}' is {family} memory; expected one of: "
-                       f"{', '.join(same) or 'none in the catalogue'}")
+                       f"{', '.join(same) or 'none in the catalogue'}", field=at, domain="design")
     return gen
 
 
@@ -329,11 +331,12 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
             pu_path = f"compute.{name}.peak_per_unit.{p}"
             fx_path = f"compute.{name}.peak.{p}"
             if v.given(pu_path) and v.given(fx_path):
-                raise DseError(f"--set {pu_path}: give the {p} peak one way, per unit or "
-                               "as a chip total")
+                raise DseError(f"give the {p} peak one way, per unit or "
+                               "as a chip total", field=pu_path, domain="design")
             if v.given(pu_path) or (per_unit is not None and not v.given(fx_path)):
                 if c.clock is None and not v.given("compute.clock"):
-                    raise DseError(f"--set {pu_path}: a per-cycle peak needs compute.clock")
+                    raise DseError("a per-cycle peak needs compute.clock",
+                                   field=pu_path, domain="design")
                 with np.errstate(over="ignore"):  # an overflow is reported just below
                     out[p] = v.get(pu_path, per_unit) * units_ * clock
             elif v.given(fx_path) or fixed is not None:
@@ -363,17 +366,20 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
             if not v.given(f"{at}.{cause}"):
                 continue
             if cause == "slices" and not (lv.kind in ON_CHIP_KINDS and lv.scope == "shared"):
-                raise DseError(f"--set {at}.slices: level '{lv.name}' is not a shared on-chip "
-                               "level (an L2 or last-level cache)")
+                raise DseError(f"level '{lv.name}' is not a shared on-chip "
+                               "level (an L2 or last-level cache)",
+                               field=f"{at}.slices", domain="design")
             if cause == "stacks" and lv.interface not in HBM_INTERFACES:
-                raise DseError(f"--set {at}.stacks: level '{lv.name}' is not an HBM level")
+                raise DseError(f"level '{lv.name}' is not an HBM level",
+                               field=f"{at}.stacks", domain="design")
             if cause == "channels" and lv.interface not in CHANNEL_INTERFACES:
-                raise DseError(f"--set {at}.channels: level '{lv.name}' has no DDR, LPDDR or "
-                               "GDDR interface")
+                raise DseError(f"level '{lv.name}' has no DDR, LPDDR or "
+                               "GDDR interface", field=f"{at}.channels", domain="design")
             old = getattr(lv, cause)
             if old is None and not all(v.given(f"{at}.{e}") for e in effects):
-                raise DseError(f"--set {at}.{cause}: '{lv.name}' gives no {cause} to scale "
-                               f"its {' and '.join(effects)} from; give them too")
+                raise DseError(f"'{lv.name}' gives no {cause} to scale "
+                               f"its {' and '.join(effects)} from; give them too",
+                               field=f"{at}.{cause}", domain="design")
             if old is not None:
                 factor = v.get(f"{at}.{cause}", None) / old
                 scale.update({e: factor for e in effects if not v.given(f"{at}.{e}")})
@@ -468,6 +474,7 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
     )
     if "interconnect.links" in v.parsed and (ic is None or ic.link_bandwidth is None) \
             and not v.given("interconnect.link_bandwidth") and np.any(batch.links > 0):
-        raise DseError("--set interconnect.links: links need interconnect.link_bandwidth")
+        raise DseError("links need interconnect.link_bandwidth",
+                       field="interconnect.links", domain="design")
     v.check_all_read()
     return batch

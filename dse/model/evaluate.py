@@ -50,6 +50,7 @@ import numpy as np
 from dse import phases, units
 from dse.errors import DseError
 from dse.model import die_links, training
+from dse.model import reasons as reason_codes
 from dse.model.area import area
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.chunks import chunked  # issue 15: chunked evaluation
@@ -224,9 +225,10 @@ class Run:
     metrics: dict[str, np.ndarray]
 
 
-def _reject(condition: bool, message: str) -> None:
+def _reject(condition: bool, message: str, **structured: Any) -> None:
+    """DseError(message, **structured: field, value, rule) when `condition` holds."""
     if condition:
-        raise DseError(message)
+        raise DseError(message, **structured)
 
 
 # --- the arguments of the public evaluate -----------------------------------------------------
@@ -346,6 +348,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
              batch: int | str | Sequence[int] | np.ndarray | None = None,
              seq_in: int | None = None, seq_out: int | None = None,
              precision: str | None = None, kv_precision: str | None = None,
+             latency_target: float | str | None = None,
              chips: int = 1, tp: int = 1, pp: int = 1, execution: Execution | None = None,
              overrides: dict[str, object] | None = None,
              fusion: str = "flash", tech: TechSpec | None = None,
@@ -373,7 +376,8 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
         if db.n == 1:
             db = db.take(np.zeros(len(per_design), dtype=int))
     given = {"phase": phase, "batch": batch, "seq_in": seq_in, "seq_out": seq_out,
-             "precision": precision, "kv_precision": kv_precision}
+             "precision": precision, "kv_precision": kv_precision,
+             "latency_target": latency_target}
     given = {k: v for k, v in given.items() if v is not None}
     if per_design is not None:
         # each distinct value checked as the scenario's batch, so a bad one reads as usual
@@ -383,13 +387,14 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     sc_name, sc = resolve_scenario(wl, scenario, **given)
     ph = phases.get(sc.phase)
     _reject(per_design is not None and ph.trains,
-            f"--batch: phase {sc.phase} takes one global batch per evaluation, not one per "
-            "design")
+            f"phase {sc.phase} takes one global batch per evaluation, not one per design",
+            field="batch")
     ex = execution or Execution(chips=chips, tp=tp, pp=pp, fusion=fusion)
     if phases.get(sc.phase).trains:  # the strategy the scenario's training block states
         ex = ex.with_training(sc.training)
     problems, warnings = execution_issues(wl, sc, ex.tp, ex.pp)
-    _reject(bool(problems), "; ".join(problems))
+    if problems:  # one error, each part naming its field (tp, pp)
+        raise DseError.together(problems)
     _reject(area_budget is not None and tech is None, "an area budget needs the area model: "
             "the chip's technology.node, a node file and compute.style")
     _reject(area_budget is not None and not (area_budget > 0),
@@ -452,14 +457,15 @@ def _batch_values(values: Sequence[int] | np.ndarray, designs: int) -> np.ndarra
     """[N] a batch per design as floats: whole numbers >= 1, as many as the designs (or any
     number for one design); DseError otherwise."""
     arr = np.asarray(values, dtype=object).ravel()
-    _reject(arr.size == 0, "--batch: expected at least one batch")
+    _reject(arr.size == 0, "expected at least one batch", field="batch", value=[])
     for v in arr:
         _reject(isinstance(v, bool) or not isinstance(v, int | np.integer)
                 or not 1 <= v <= MAX_WHOLE,
-                f"--batch: expected positive whole numbers, found {v!r}")
+                f"expected positive whole numbers, found {v!r}", field="batch", value=v,
+                rule="positive whole numbers")
     _reject(designs > 1 and arr.size != designs,
-            f"--batch: {arr.size} batches for {designs} designs; give one batch per design "
-            "(or one design)")
+            f"{arr.size} batches for {designs} designs; give one batch per design "
+            "(or one design)", field="batch", value=arr.size)
     return arr.astype(float)
 
 
@@ -590,13 +596,15 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
         reasons = reasons.first(np.broadcast_to(per_replica, (db.n,)) > limit,
                                 f"{np.max(per_replica):.0f} sequences in flight per replica "
                                 f"exceed the {limit:.0f} the serving engine allows (scenario "
-                                f"engine: max_batch, max_tokens_per_iteration)")
+                                f"engine: max_batch, max_tokens_per_iteration)",
+                                code=reason_codes.ENGINE_LIMIT)
     metrics = phase_metrics(table.facts, st, sequences, ex.chips, table.total_flops, it)
     feasible = ~reasons.any
     if target and sc.latency_target is not None:
         slow = feasible & ~_meets(metrics, sc)
         reasons = reasons.first(slow, f"no batch meets the latency target of "
-                                      f"{units.format_quantity(sc.latency_target, units.TIME)}")
+                                      f"{units.format_quantity(sc.latency_target, units.TIME)}",
+                                code=reason_codes.LATENCY_TARGET)
         feasible = ~reasons.any
     return Run(step=st, placement=placed, feasible=feasible, reason=reasons,
                metrics=metrics)

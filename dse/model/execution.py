@@ -61,11 +61,14 @@ class Execution:
             if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_WHOLE:
                 shown = repr(v) if not isinstance(v, int) or v.bit_length() < 100 \
                     else "a number of over 30 digits"  # repr of a huge int itself raises
-                raise DseError(f"--{name}: expected a whole number from 1 to {MAX_WHOLE} "
-                               f"(2^53), found {shown}")
+                raise DseError(f"expected a whole number from 1 to {MAX_WHOLE} (2^53), "
+                               f"found {shown}", field=name, domain="execution", value=v,
+                               rule=f"a whole number from 1 to {MAX_WHOLE}")
         if self.chips % (self.tp * self.pp):
-            raise DseError(f"--chips {self.chips} is not a multiple of tp x pp = "
-                           f"{self.tp * self.pp}; data parallelism needs whole replicas")
+            raise DseError(f"{self.chips} is not a multiple of tp x pp = "
+                           f"{self.tp * self.pp}; data parallelism needs whole replicas",
+                           field="chips", domain="execution", value=self.chips,
+                           rule="a multiple of tp x pp", inline=True)
         if self.fusion not in FUSIONS:
             raise DseError(f"fusion: expected one of {', '.join(FUSIONS)}, found "
                            f"{self.fusion!r}")

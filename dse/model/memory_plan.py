@@ -72,16 +72,15 @@ MAX_EVALUATED = 160
 # and the layers (a model of 10^12 layers on as many chips: 6,720), MAX_DEPTHS of them spread
 # over the range (README, Input limits).
 MAX_DEPTHS = 24
-# The default training scenario's global batch (dse.workloads.PHASE_DEFAULTS); dse memory
-# raises it to one sequence per chip so every data-parallel degree can be planned.
+# The default training scenario's global batch (the training phase's default, dse.phases);
+# dse memory raises it to one sequence per chip so every data-parallel degree can be planned.
 DEFAULT_BATCH = 8
 # A setup's fields the step model chooses when the scenario leaves them open.
 OPEN_FIELDS = ("micro_batch", "zero", "recompute", "sequence_parallel")
-# Training block fields and the `dse memory` option that sets each (for messages).
-OPTIONS = {"micro_batch": "--micro-batch", "zero": "--zero", "recompute": "--recompute",
-           "sequence_parallel": "--sequence-parallel", "optimizer": "--optimizer",
-           "schedule": "--schedule", "virtual_stages": "--virtual-stages",
-           "offload": "--offload"}
+# Training block fields `dse memory` sets (each by an option of its name: --micro-batch);
+# an error about one carries it as its field (domain training), for the route to word.
+OPTIONS = ("micro_batch", "zero", "recompute", "sequence_parallel", "optimizer", "schedule",
+           "virtual_stages", "offload")
 
 
 def training_scenario(wl: WorkloadSpec, scenario: str | None, *, phase: str | None = None,
@@ -101,10 +100,11 @@ def training_scenario(wl: WorkloadSpec, scenario: str | None, *, phase: str | No
     name, sc = resolve_scenario(wl, scenario, phase=phase, batch=batch, seq_in=seq_in,
                                 precision=precision)
     if not phases.get(sc.phase).trains:
-        option = "--phase" if phase is not None else "--scenario"
-        raise DseError(f"{option}: dse memory plans training, found {sc.phase} (scenario "
+        raise DseError(f"dse memory plans training, found {sc.phase} (scenario "
                        f"'{name}'); add --phase training to train with its batch and "
-                       "sequence length, or dse eval for the memory of other phases")
+                       "sequence length, or dse eval for the memory of other phases",
+                       field="phase" if phase is not None else "scenario",
+                       value=sc.phase, rule="phase training")
     notes = []
     if name == "training (default)" and batch is None and wl.kind == "transformer":
         sc = sc.model_copy(update={"batch": max(DEFAULT_BATCH, chips)})
@@ -144,14 +144,14 @@ def with_training(sc: Scenario, db: DesignBatch, given: dict[str, Any],
             expected = (f"expected one of: {', '.join(slow)}" if slow else
                         f"it has no level slower than {db.level_names[tiers(db)[0][-1]]}"
                         if tiers(db)[0] else "it has no level that holds data")
-            raise DseError(f"--offload: {db.spec.name} has no slower memory level "
-                           f"'{level}' to offload to; {expected}")
+            raise DseError(f"{db.spec.name} has no slower memory level '{level}' to offload "
+                           f"to; {expected}", field="offload", domain="training", value=level)
         given["offload"] = {"to": level, "optimizer": True,
                             "parameters": bool(offload_params)}
     elif offload_params:
         if t.offload is None:
-            raise DseError("--offload-params: give --offload LEVEL, the level that holds "
-                           "the parameters")
+            raise DseError("give --offload LEVEL, the level that holds the parameters",
+                           field="offload_params", domain="training")
         given["offload"] = {**t.offload.model_dump(), "parameters": True}
     if not given:
         return sc
@@ -164,7 +164,10 @@ def with_training(sc: Scenario, db: DesignBatch, given: dict[str, Any],
         # a check of several fields (no location): the field its message names first
         named = sorted((msg.find(k), k) for k in OPTIONS if k in msg)
         field = str(err["loc"][0]) if err["loc"] else (named[0][1] if named else "")
-        raise DseError(f"{OPTIONS.get(field, 'training')}: {msg}") from None
+        if field in OPTIONS:
+            raise DseError(msg, field=field, domain="training",
+                           value=fields_.get(field)) from None
+        raise DseError(f"training: {msg}") from None
     return sc.model_copy(update={"training": block})
 
 
@@ -394,7 +397,8 @@ def suggest(db: DesignBatch, wl: WorkloadSpec, name: str, sc: Scenario, chips: i
     "summary": how many were enumerated, fit the planner, were evaluated and are feasible,
     the rule, and the strategy needing the least memory with its bytes when none fits}."""
     if not isinstance(sc.batch, int):
-        raise DseError(f"--batch: training takes a whole global batch, found {sc.batch}")
+        raise DseError(f"training takes a whole global batch, found {sc.batch}",
+                       field="batch", value=sc.batch, rule="a whole global batch")
     cands = strategies(wl, sc, db, chips)
     summary: dict[str, Any] = {"enumerated": len(cands), "fit": 0, "evaluated": 0,
                                "feasible": 0, "failed": [], "least_memory": None,

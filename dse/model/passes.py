@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.model import reasons as codes
 from dse.model.batch import DesignBatch
 from dse.model.execution import Execution
 from dse.model.parallel import Collectives, chip_ops, collective_times
@@ -81,11 +82,14 @@ def run_pass(db: DesignBatch, table: OpTable, ex: Execution, *, in_sequence: boo
     if plug.step is not None:
         st = plug.step(st)
     reasons = Reasons.none(db.n).first(~placed.feasible & (placed.short > 0),
-                                       fit_word(db, fp, placed.short))
+                                       fit_word(db, fp, placed.short), code=codes.MEMORY,
+                                       amount=placed.short)
     reasons = reasons.first(st.missing_rate,
-                            f"no compute rate for precision {precision} on {db.spec.name}")
+                            f"no compute rate for precision {precision} on {db.spec.name}",
+                            code=codes.NO_RATE)
     talkers = ex.model_split if ex.model_split > 1 else ex.chips
     reasons = reasons.first(st.no_link, f"{talkers} chips must communicate but "
-                                        f"{db.spec.name} has no chip-to-chip links")
+                                        f"{db.spec.name} has no chip-to-chip links",
+                            code=codes.NO_LINK)
     return Pass(table=table, ops=ops, footprint=fp, placement=placed, step=st,
                 reasons=reasons)

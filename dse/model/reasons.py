@@ -7,7 +7,11 @@ function that words it for one design (reading the stage's arrays at that index)
 i's text joins the words of the clauses that hold it with "; " ("" when none does). It
 reads like the [N] object array of texts it stands for: `r[i]` is a str, `np.asarray(r)`
 every text, `r == ""` compares the texts; building, combining and selecting formats
-nothing."""
+nothing.
+
+Beside the words, a clause may carry a code (what kind of reason it is: MEMORY, NO_RATE ...)
+and an amount per design (MEMORY: the bytes short), so that a caller that acts on a reason
+-- the study's "closest design" -- reads `codes(code)` and `amount(code)`, never the words."""
 
 from __future__ import annotations
 
@@ -18,6 +22,19 @@ import numpy as np
 
 Word = Callable[[int], str]
 
+# The kinds of reason the pipeline gives (`Reasons.first(..., code=...)`).
+MEMORY = "memory"
+"""The design's memory cannot hold what it must; amount: the bytes short per chip."""
+NO_RATE = "no_rate"
+"""No compute rate for the scenario's precision."""
+NO_LINK = "no_link"
+"""Chips must communicate and the design has no chip-to-chip links."""
+ENGINE_LIMIT = "engine_limit"
+"""More sequences in flight than the serving engine allows."""
+LATENCY_TARGET = "latency_target"
+"""No batch meets the scenario's latency target."""
+CODES = (MEMORY, NO_RATE, NO_LINK, ENGINE_LIMIT, LATENCY_TARGET)
+
 
 def _worded(word: str | Word) -> Word:
     return word if callable(word) else (lambda i, text=word: text)
@@ -26,14 +43,59 @@ def _worded(word: str | Word) -> Word:
 class Reasons:
     """[N] reasons a design is infeasible, worded on demand (see the module)."""
 
-    __slots__ = ("_any", "clauses", "n")
+    __slots__ = ("_amounts", "_any", "_codes", "clauses", "n")
     __hash__ = None  # type: ignore[assignment]  # compares elementwise, like an array
 
-    def __init__(self, n: int, clauses: Sequence[tuple[np.ndarray, Word]] = ()):
+    def __init__(self, n: int, clauses: Sequence[tuple[np.ndarray, Word]] = (),
+                 codes: dict[str, np.ndarray] | None = None,
+                 amounts: dict[str, np.ndarray] | None = None):
         self.n = int(n)
         self.clauses = tuple((np.broadcast_to(np.asarray(m, dtype=bool), (self.n,)), w)
                              for m, w in clauses)
         self._any: np.ndarray | None = None
+        self._codes = dict(codes or {})  # code -> [N] bool: designs with a reason of it
+        self._amounts = dict(amounts or {})  # code -> [N] float, NaN where it has none
+
+    def _with(self, clauses: Sequence[tuple[np.ndarray, Word]],
+              codes: dict[str, np.ndarray] | None = None,
+              amounts: dict[str, np.ndarray] | None = None) -> Reasons:
+        return Reasons(self.n, clauses, self._codes if codes is None else codes,
+                       self._amounts if amounts is None else amounts)
+
+    def _coded(self, mask: np.ndarray, code: str | None, amount: Any
+               ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The codes and amounts with `code` added for the designs in `mask`."""
+        codes, amounts = dict(self._codes), dict(self._amounts)
+        if code is None:
+            if amount is not None:
+                raise ValueError("an amount goes with a code")
+            return codes, amounts
+        if code not in CODES:
+            raise ValueError(f"unknown reason code {code!r}; expected one of {CODES}")
+        mask = np.broadcast_to(np.asarray(mask, dtype=bool), (self.n,))
+        codes[code] = codes.get(code, np.zeros(self.n, dtype=bool)) | mask
+        if amount is not None:
+            value = np.broadcast_to(np.asarray(amount, dtype=float), (self.n,))
+            amounts[code] = np.where(mask, value, amounts.get(code, np.full(self.n, np.nan)))
+        return codes, amounts
+
+    def codes(self, code: str) -> np.ndarray:
+        """[N] bool: the designs that have a reason of kind `code`."""
+        if code not in CODES:
+            raise ValueError(f"unknown reason code {code!r}; expected one of {CODES}")
+        return self._codes.get(code, np.zeros(self.n, dtype=bool)).copy()
+
+    def amount(self, code: str) -> np.ndarray:
+        """[N] float: the amount a reason of kind `code` gives (MEMORY: bytes short), NaN
+        for the designs without one."""
+        if code not in CODES:
+            raise ValueError(f"unknown reason code {code!r}; expected one of {CODES}")
+        return self._amounts.get(code, np.full(self.n, np.nan)).copy()
+
+    def coded(self, mask: np.ndarray | bool, code: str, amount: Any = None) -> Reasons:
+        """The same words, with the designs in `mask` marked as having a reason of kind
+        `code` (for reasons worded elsewhere, Reasons.of)."""
+        return self._with(self.clauses, *self._coded(mask, code, amount))
 
     @classmethod
     def none(cls, n: int) -> Reasons:
@@ -56,33 +118,41 @@ class Reasons:
             self._any = out
         return self._any
 
-    def first(self, mask: np.ndarray | bool, word: str | Word) -> Reasons:
+    def first(self, mask: np.ndarray | bool, word: str | Word, code: str | None = None,
+              amount: Any = None) -> Reasons:
         """A reason for the designs in `mask` that have none yet (the first check to fail
-        names the design's problem)."""
-        return Reasons(self.n, [*self.clauses, (np.asarray(mask, dtype=bool) & ~self.any,
-                                                _worded(word))])
+        names the design's problem), of kind `code` with `amount` ([N] or one value)."""
+        mask = np.asarray(mask, dtype=bool) & ~self.any
+        return self._with([*self.clauses, (mask, _worded(word))],
+                          *self._coded(mask, code, amount))
 
-    def also(self, mask: np.ndarray | bool, word: str | Word) -> Reasons:
+    def also(self, mask: np.ndarray | bool, word: str | Word, code: str | None = None,
+             amount: Any = None) -> Reasons:
         """One more reason for the designs in `mask`, after the ones they have."""
-        return Reasons(self.n, [*self.clauses, (mask, _worded(word))])
+        return self._with([*self.clauses, (mask, _worded(word))],
+                          *self._coded(mask, code, amount))
 
     def prefixed(self, mask: np.ndarray, text: str) -> Reasons:
         """`text` put before the reason of the designs in `mask` (before "" where they have
         none)."""
         mask = np.asarray(mask, dtype=bool)
-        return Reasons(self.n, [(mask, lambda i: text + self.text(i)),
-                                (self.any & ~mask, self.text)])
+        return self._with([(mask, lambda i: text + self.text(i)),
+                           (self.any & ~mask, self.text)])
 
     def only(self, keep: np.ndarray) -> Reasons:
         """The reasons of the designs in `keep`; none for the others."""
         keep = np.asarray(keep, dtype=bool)
-        return Reasons(self.n, [(m & keep, w) for m, w in self.clauses])
+        return self._with([(m & keep, w) for m, w in self.clauses],
+                          {c: m & keep for c, m in self._codes.items()},
+                          {c: np.where(keep, a, np.nan) for c, a in self._amounts.items()})
 
     def take(self, index: np.ndarray) -> Reasons:
         """The reasons of designs `index` (ints), in that order."""
         index = np.asarray(index, dtype=np.intp)
         return Reasons(len(index), [(m[index], lambda j, w=w: w(int(index[j])))
-                                    for m, w in self.clauses])
+                                    for m, w in self.clauses],
+                       {c: m[index] for c, m in self._codes.items()},
+                       {c: a[index] for c, a in self._amounts.items()})
 
     @classmethod
     def concatenate(cls, parts: Sequence[Reasons]) -> Reasons:
@@ -95,7 +165,11 @@ class Reasons:
             return parts[k].text(i - int(starts[k]))
 
         mask = np.concatenate([p.any for p in parts]) if parts else np.zeros(0, dtype=bool)
-        return cls(n, [(mask, word)])
+        kinds = {c for p in parts for c in p._codes}
+        codes = {c: np.concatenate([p.codes(c) for p in parts]) for c in kinds}
+        amounts = {c: np.concatenate([p.amount(c) for p in parts])
+                   for c in {c for p in parts for c in p._amounts}}
+        return cls(n, [(mask, word)], codes, amounts)
 
     @classmethod
     def pick(cls, parts: Sequence[Reasons], best: np.ndarray) -> Reasons:
@@ -104,8 +178,13 @@ class Reasons:
         best = np.asarray(best, dtype=np.intp)
         if len(parts) == 1:
             return parts[0]
-        mask = np.stack([p.any for p in parts])[best, np.arange(len(best))]
-        return cls(len(best), [(mask, lambda i: parts[int(best[i])].text(i))])
+        rows = np.arange(len(best))
+        mask = np.stack([p.any for p in parts])[best, rows]
+        codes = {c: np.stack([p.codes(c) for p in parts])[best, rows]
+                 for c in {c for p in parts for c in p._codes}}
+        amounts = {c: np.stack([p.amount(c) for p in parts])[best, rows]
+                   for c in {c for p in parts for c in p._amounts}}
+        return cls(len(best), [(mask, lambda i: parts[int(best[i])].text(i))], codes, amounts)
 
     def text(self, i: int) -> str:
         """Design i's reason, worded ("" when it has none)."""
@@ -153,7 +232,13 @@ class Reasons:
 
     def __reduce__(self) -> tuple:
         # worded when pickled (to another process): the clauses' functions are closures
-        return (Reasons.of, (np.asarray(self),))
+        return (_unpickled, (np.asarray(self), self._codes, self._amounts))
 
     def __repr__(self) -> str:
         return f"Reasons({self.n} designs, {int(self.any.sum())} with a reason)"
+
+
+def _unpickled(texts: np.ndarray, codes: dict[str, np.ndarray],
+               amounts: dict[str, np.ndarray]) -> Reasons:
+    out = Reasons.of(texts)
+    return Reasons(out.n, out.clauses, codes, amounts)

@@ -157,13 +157,16 @@ def names() -> tuple[str, ...]:
     return tuple(REGISTRY)
 
 
-def get(name: str, option: str = "phase") -> Phase:
-    """The phase called `name`; DseError naming `option` and the known phases otherwise."""
+def get(name: str, field: str = "phase") -> Phase:
+    """The phase called `name`; a DseError about scenario field `field` (each route words
+    it: `--phase`, `phase`) listing the known phases otherwise."""
     try:
         return REGISTRY[name]
     except (KeyError, TypeError):
-        raise DseError(f"{option}: expected one of: {', '.join(REGISTRY)}, found "
-                       f"{name!r}{suggest(str(name), list(REGISTRY))}") from None
+        known = ", ".join(REGISTRY)
+        raise DseError(f"expected one of: {known}, found {name!r}"
+                       f"{suggest(str(name), list(REGISTRY))}", field=field, value=name,
+                       rule=f"one of: {known}") from None
 
 
 def those(predicate: Callable[[Phase], bool]) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.model import evaluate
+from dse.model import reasons as reason_codes
 from dse.model.batch import DesignBatch
 from dse.model.execution import Execution
 from dse.spec.technology import TechSpec
@@ -57,7 +58,7 @@ def execution_for(job, chips: int) -> tuple[Execution | None, str]:
             return None, f"{chips} chips: not a multiple of tp x pp ({tp * pp})"
     problems, _ = execution_issues(job.workload, job.resolved, tp, pp)
     if problems:
-        return None, f"{chips} chips (tp {tp}, pp {pp}): {'; '.join(problems)}"
+        return None, f"{chips} chips (tp {tp}, pp {pp}): {'; '.join(map(str, problems))}"
     return Execution(chips=chips, tp=tp, pp=pp), ""
 
 
@@ -77,6 +78,16 @@ def chips_of(job, params: dict[str, np.ndarray], n: int) -> np.ndarray:
     if values is None:
         return np.full(n, float(job.execution.chips))
     return np.broadcast_to(np.asarray(values, dtype=float), (n,))
+
+
+def _metrics(ev) -> dict[str, np.ndarray]:
+    """The evaluation's metrics, and MEMORY_SHORT: the bytes per chip each design's memory
+    lacks (the reason's amount, dse.model.reasons; NaN where it fits), so the study can
+    name the design that came closest without reading the reason's words."""
+    return {**ev.metrics, MEMORY_SHORT: ev.reason.amount(reason_codes.MEMORY)}
+
+
+MEMORY_SHORT = "memory_short_bytes"
 
 
 @dataclass(frozen=True)
@@ -114,7 +125,7 @@ def evaluate_job(db: DesignBatch, job, chips: np.ndarray, tech: TechSpec | None
     if len(values) == 1 and int(values[0]) == job.execution.chips:
         ev = evaluate(db, job.workload, job.scenario, execution=job.execution, tech=tech,
                       reticle=False, **job.fields)
-        return JobResult(ev.feasible, np.asarray(ev.reason), ev.sequences, ev.metrics,
+        return JobResult(ev.feasible, np.asarray(ev.reason), ev.sequences, _metrics(ev),
                          ev.training)
     n = db.n
     feasible = np.zeros(n, dtype=bool)
@@ -131,7 +142,7 @@ def evaluate_job(db: DesignBatch, job, chips: np.ndarray, tech: TechSpec | None
         ev = evaluate(db.take(idx), job.workload, job.scenario, execution=ex, tech=tech,
                       reticle=False, **job.fields)
         feasible[idx], reason[idx] = ev.feasible, np.asarray(ev.reason)
-        metrics.append((idx, ev.metrics))
+        metrics.append((idx, _metrics(ev)))
         seqs.append((idx, {"sequences": ev.sequences}))
         if ev.training:
             training.append((idx, ev.training))

@@ -176,7 +176,7 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
             power = np.fmax(power, np.where(ev.feasible, m["power_per_chip_w"], -np.inf))
         columns[f"{name}.{job.throughput_metric}"] = metrics["throughput"]
         for k in ("power_per_chip_w", "clock_hz", "energy_per_token_j", "energy_per_sample_j",
-                  "ttft_s", "tpot_s", "latency_s", "mfu"):
+                  "ttft_s", "tpot_s", "latency_s", "mfu", chip_count.MEMORY_SHORT):
             if k in m and np.isfinite(m[k]).any():
                 columns[f"{name}.{k}"] = m[k]
         columns[f"{name}.sequences"] = ev.sequences

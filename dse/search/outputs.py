@@ -17,9 +17,8 @@ import yaml
 from optuna.trial import TrialState
 
 import dse
-from dse import units
-from dse.errors import DseError
 from dse.search import atomic
+from dse.search.chips import MEMORY_SHORT
 from dse.search.objective import Outcome, evaluate_designs
 from dse.search.pareto import front_mask, hypervolume, reference_point
 from dse.search.run import SURPLUS
@@ -69,21 +68,6 @@ def power_of(frame: pd.DataFrame) -> pd.Series:
     if not cols or frame.empty:
         return pd.Series(np.nan, index=frame.index)
     return frame[cols].max(axis=1, skipna=True)
-
-
-_SHORT = re.compile(r"\(([^()]*?) short\)")
-
-
-def _shortfall(reason: str) -> float:
-    """The amount a memory fit reason says is missing (bytes), inf where none is said."""
-    m = _SHORT.search(reason)
-    if m is None:
-        return math.inf
-    try:
-        value, _ = units.parse_quantity(m.group(1))
-    except (DseError, ValueError):
-        return math.inf
-    return value
 
 
 def _part(reason: str, name: str, names: list[str]) -> str:
@@ -158,13 +142,19 @@ def infeasible_reasons(study: Study, trials: pd.DataFrame) -> list[tuple[int, st
         miss = bad[~np.isfinite(bad[col].to_numpy(float))]
         if miss.empty:
             continue
-        parts = [(_part(str(r), name, names), int(k))
-                 for r, k in zip(miss["reason"], miss["number"], strict=True)]
-        parts = [p for p in parts if p[0]]
+        # the closest: the design whose memory lacks the least (the reason's amount, kept
+        # as a column by the study: dse.search.chips.MEMORY_SHORT), else the first
+        col_short = f"{name}.{MEMORY_SHORT}"
+        short = (miss[col_short].to_numpy(float) if col_short in miss
+                 else np.full(len(miss), np.nan))
+        short = np.where(np.isfinite(short), short, np.inf)
+        parts = [(float(s), _part(str(r), name, names), int(k))
+                 for s, r, k in zip(short, miss["reason"], miss["number"], strict=True)]
+        parts = [p for p in parts if p[1]]
         example = ""
         if parts:
-            text, number = min(parts, key=lambda p: _shortfall(p[0]))
-            closest = "closest" if math.isfinite(_shortfall(text)) else "e.g."
+            amount, text, number = min(parts, key=lambda p: p[0])
+            closest = "closest" if math.isfinite(amount) else "e.g."
             example = f" ({closest}: trial {number}, {text})"
         out.append((len(miss), f"do not run {name}{example}"))
     return sorted(out, key=lambda x: -x[0])

@@ -20,7 +20,7 @@ from dse.errors import DseError, Issue, SpecError, suggest
 from dse.model.execution import Execution
 from dse.model.metrics import METRICS as METRIC_DEFS
 from dse.search import chips
-from dse.spec import assumptions, vocabulary
+from dse.spec import assumptions, scenario_fields, vocabulary
 from dse.spec.hardware import HardwareSpec
 from dse.spec.load import issue_at, load_design, load_workload, read_yaml, validate
 from dse.spec.study import (
@@ -236,8 +236,10 @@ def _digits(x: float | None) -> str | None:
     return None if x is None else f"{x:.12g}"
 
 
-def _strip(message: str, path: str) -> str:
-    return message.removeprefix(f"--set {path}: ")
+def _strip(error: DseError, path: str) -> str:
+    """A design-path error as a study words it at the key of `path`: its message alone
+    when it is about that path (its structured field), else with its field named."""
+    return error.message if error.field == path and not error.also else str(error)
 
 
 def _value(data, at: tuple, path: str, term, value: object, clock: float | None,
@@ -253,7 +255,7 @@ def _value(data, at: tuple, path: str, term, value: object, clock: float | None,
     try:
         return float(vocabulary.convert(path, term, value, clock)[0])
     except DseError as e:
-        issues.append(issue_at(data, at, _strip(str(e), path)))
+        issues.append(issue_at(data, at, _strip(e, path)))
         return None
 
 
@@ -273,7 +275,7 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue],
         path, term = (_workload_term(key, workloads) if chips.is_workload_path(key)
                       else vocabulary.canonical(hw, key))
     except DseError as e:
-        issues.append(issue_at(data, loc, _strip(str(e), key)))
+        issues.append(issue_at(data, loc, _strip(e, key)))
         return None
     clock = hw.compute.clock
     if term.categorical and p.choices is None:
@@ -298,7 +300,7 @@ def _param(data, key: str, p: Parameter, hw: HardwareSpec, issues: list[Issue],
                 design_batch(hw, {path: np.array(unique)})
             except DseError as e:
                 issues.append(issue_at(data, (*inherited.get("choices", loc), "choices"),
-                                       _strip(str(e), path)))
+                                       _strip(e, path)))
                 return None
         return Param(key, path, vocabulary.column_name(path), term.integer, None, None, None,
                      False, unique, tuple(vocabulary.generation_names(unique))
@@ -340,11 +342,12 @@ def _workload_term(key: str, workloads: dict[str, StudyWorkload] | None
     name, field_ = chips.split_key(key)
     names = list(workloads or {})
     if name not in names:
-        raise DseError(f"--set {key}: '{name}' is not a workload of this study"
-                       f"{suggest(name, names)}; expected one of: {', '.join(names)}")
+        raise DseError(f"'{name}' is not a workload of this study{suggest(name, names)}; "
+                       f"expected one of: {', '.join(names)}", field=key, domain="design",
+                       value=name, rule=f"one of: {', '.join(names)}")
     if field_ != chips.FIELD:
-        raise DseError(f"--set {key}: a study varies a workload's chips only (its split "
-                       f"follows them: tp: all), not '{field_}'")
+        raise DseError(f"a study varies a workload's chips only (its split follows them: "
+                       f"tp: all), not '{field_}'", field=key, domain="design", value=field_)
     return key, CHIPS_TERM
 
 
@@ -355,16 +358,12 @@ def _job(data, name: str, w: StudyWorkload, near: Path, issues: list[Issue]) -> 
     except SpecError as e:
         issues.append(issue_at(data, (*loc, "workload"), _messages(e)))
         return None
-    fields = {k: v for k, v in (("phase", w.phase), ("batch", w.batch), ("seq_in", w.seq_in),
-                                ("seq_out", w.seq_out), ("precision", w.precision))
-              if v is not None}
+    fields = {k: getattr(w, k) for k in scenario_fields.SIMPLE if getattr(w, k) is not None}
     try:
         sc_name, sc = resolve_scenario(wl, w.scenario, **fields)
-    except DseError as e:  # at the key that set the field the API names as a flag (--seq-out)
-        field, sep, message = str(e).partition(": ")
-        key = field.removeprefix("--").replace("-", "_")
-        if sep and field.startswith("--") and key in fields:
-            issues.append(issue_at(data, (*loc, key), message))
+    except DseError as e:  # at the key that set the field (the error's structured field)
+        if e.field in fields:
+            issues.append(issue_at(data, (*loc, e.field), e.message))
         else:
             issues.append(issue_at(data, (*loc, "scenario" if w.scenario else "workload"),
                                    str(e)))
@@ -375,7 +374,7 @@ def _job(data, name: str, w: StudyWorkload, near: Path, issues: list[Issue]) -> 
                                f"({w.pp})"))
         return None
     tp = w.chips // w.pp if w.tp == "all" else w.tp
-    problems, _ = execution_issues(wl, sc, tp, w.pp)
+    problems = [str(p) for p in execution_issues(wl, sc, tp, w.pp)[0]]  # as a study names them
     if tp * w.pp > w.chips or w.chips % (tp * w.pp):
         problems.append(f"chips ({w.chips}) must be a multiple of tp x pp ({tp * w.pp})")
     if problems:
@@ -565,7 +564,7 @@ def _fixed(data, loc: tuple, values: dict[str, object], hw: HardwareSpec,
         try:
             path, term = vocabulary.canonical(hw, key)
         except DseError as e:
-            issues.append(issue_at(data, at, _strip(str(e), key)))
+            issues.append(issue_at(data, at, _strip(e, key)))
             continue
         if path in out:
             issues.append(issue_at(data, at, "the same path as another key of set"))
@@ -587,7 +586,7 @@ def _assumed(data, loc: tuple, values: dict[str, object], hw: HardwareSpec,
         try:
             hw = assumptions.applied(hw, {key: value})
         except DseError as e:
-            issues.append(issue_at(data, (*loc, key), _strip(str(e), key)))
+            issues.append(issue_at(data, (*loc, key), _strip(e, key)))
     return hw
 
 
@@ -636,7 +635,7 @@ def _alternative(data, name: str, alt: Alternative, main: Study,
         try:
             path = key if chips.is_workload_path(key) else vocabulary.canonical(hw, key)[0]
         except DseError as e:
-            issues.append(issue_at(data, (*loc, "params", key), _strip(str(e), key)))
+            issues.append(issue_at(data, (*loc, "params", key), _strip(e, key)))
             continue
         if path in own:
             issues.append(issue_at(data, (*loc, "params", key),

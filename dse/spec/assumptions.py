@@ -86,15 +86,15 @@ def applied(spec: HardwareSpec, values: dict[str, object]) -> HardwareSpec:
         return spec
     if spec.technology is None:
         first = next(iter(values))
-        raise DseError(f"--set {first}: {spec.name} names no technology (process node), so "
-                       "it has no package or spares to set")
+        raise DseError(f"{spec.name} names no technology (process node), so "
+                       "it has no package or spares to set", field=first, domain="design")
     tech_update: dict[str, object] = {}
     package_update: dict[str, object] = {}
     for path, raw in values.items():
         try:
             value = _parsed(spec, path, _one(raw))
         except ValueError as e:
-            raise DseError(f"--set {path}: {e}") from None
+            raise DseError(str(e), field=path, domain="design") from None
         if path == SPARES:
             tech_update["spares"] = value
         else:
@@ -106,7 +106,7 @@ def applied(spec: HardwareSpec, values: dict[str, object]) -> HardwareSpec:
     out = spec.model_copy(update={"technology": tech.model_copy(update=tech_update)})
     for loc, message in hardware_checks.hierarchy_issues(out):
         where = ".".join(str(x) for x in loc)
-        raise DseError(f"--set {where}: {message}")
+        raise DseError(message, field=where, domain="design")
     return out
 
 

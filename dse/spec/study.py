@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
-from dse.spec.types import Area, Cost, Power, Spec
-from dse.spec.workload import Phase, PrecisionName
+from dse.spec.types import Area, Cost, Power, Spec, Time
+from dse.spec.workload import DataType, Phase, PrecisionName
 
 Scalar = str | int | float
 Sampler = Literal["nsga2", "tpe", "random", "grid", "gp"]
@@ -79,11 +79,14 @@ class StudyWorkload(Spec):
 
     workload: str = Field(min_length=1)
     scenario: str | None = None
+    # the scenario fields it may replace: every simple one (dse.spec.scenario_fields)
     phase: Phase | None = None
     batch: int | Literal["max", "best"] | None = None
+    latency_target: Time | None = None
     seq_in: int | None = Field(default=None, ge=0)
     seq_out: int | None = Field(default=None, ge=0)
     precision: PrecisionName | None = None
+    kv_precision: DataType | None = None
     chips: int = Field(default=1, ge=1)
     """Chips that run it: the system of the base chip and of the references; a study may
     vary it per design (`parameters: workloads.<name>.chips`)."""

@@ -189,14 +189,14 @@ def canonical(spec: HardwareSpec, path: str) -> tuple[str, Term]:
     if m:
         i = int(m.group(1))
         if i >= len(names):
-            raise DseError(f"--set {path}: {spec.name} has {len(names)} memory levels "
-                           f"(memory[0] .. memory[{len(names) - 1}])")
+            raise DseError(f"{spec.name} has {len(names)} memory levels "
+                           f"(memory[0] .. memory[{len(names) - 1}])", field=path, domain="design")
         path = f"memory.{names[i]}{path[m.end():]}"
     table = terms()
     for pattern, term in table.items():
         if _matches(pattern, path, names):
             return path, term
-    raise DseError(f"--set {path}: {_why_not(path, spec, names)}")
+    raise DseError(_why_not(path, spec, names), field=path, domain="design")
 
 
 def _slot_values(slot: str, names: list[str]) -> tuple[str, ...]:
@@ -283,7 +283,7 @@ def convert(path: str, term: Term, value: object, clock_hz: float | None) -> np.
     else:
         items = [value]
     if not items:
-        raise DseError(f"--set {path}: expected at least one value")
+        raise DseError("expected at least one value", field=path, domain="design")
     if term.categorical:
         out = np.array([_generation(path, item) for item in items], dtype=float)
     elif isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
@@ -306,7 +306,7 @@ def _generation(path: str, item: object) -> float:
             and not isinstance(item, bool | np.bool_) and np.isfinite(float(item)) \
             and float(item) == round(float(item)) and 0 <= item < len(cat.names):
         return float(item)
-    raise DseError(f"--set {path}: {cat.unknown(item)}")
+    raise DseError(cat.unknown(item), field=path, domain="design")
 
 
 def _numbers(path: str, term: Term, a: np.ndarray) -> np.ndarray:
@@ -328,45 +328,47 @@ def _numbers(path: str, term: Term, a: np.ndarray) -> np.ndarray:
 def _one(path: str, term: Term, item: object, clock_hz: float | None) -> float:
     expect = _Lazy(term.describe_range)
     if isinstance(item, bool | np.bool_) or item is None:
-        raise DseError(f"--set {path}: expected {expect}, found {item!r}")
+        raise DseError(f"expected {expect}, found {item!r}", field=path, domain="design")
     if isinstance(item, str):
         text = item.strip()
         if term.kind is not None and _plain_number(text):
             # text is what a person wrote: a quantity in it carries its unit on every route
             # (README, "Units"); only a number object is a value in the internal unit
-            raise DseError(f"--set {path}: {units.bare_number(text, term.kind)}")
+            raise DseError(units.bare_number(text, term.kind), field=path, domain="design")
         if term.kind is not None:
             try:
                 v = units.to_kind(text, term.kind, clock_hz=clock_hz,
                                   positive=term.gt is not None and term.gt >= 0)
             except units.UnitError as e:
-                raise DseError(f"--set {path}: {e}") from None
+                raise DseError(str(e), field=path, domain="design") from None
         else:
             try:
                 v = float(text) if not term.integer or not text.lstrip("-").isdigit() \
                     else int(text)
             except ValueError:
-                raise DseError(f"--set {path}: expected {expect}, found '{item}'") from None
+                raise DseError(f"expected {expect}, found '{item}'",
+                               field=path, domain="design") from None
     elif isinstance(item, int | float | np.integer | np.floating):
         v = item
     else:
-        raise DseError(f"--set {path}: expected {expect}, found a {type(item).__name__}")
+        raise DseError(f"expected {expect}, found a {type(item).__name__}",
+                       field=path, domain="design")
     try:
         f = float(v)
     except OverflowError:
-        raise DseError(f"--set {path}: expected {expect}, found a number beyond the range "
-                       "of a float") from None
+        raise DseError(f"expected {expect}, found a number beyond the range "
+                       "of a float", field=path, domain="design") from None
     if not math.isfinite(f):
-        raise DseError(f"--set {path}: expected {expect}, found {f} (not finite)")
+        raise DseError(f"expected {expect}, found {f} (not finite)", field=path, domain="design")
     if term.integer and f != round(f):
-        raise DseError(f"--set {path}: expected a whole number, found {f:g}")
+        raise DseError(f"expected a whole number, found {f:g}", field=path, domain="design")
     bad = ((term.gt is not None and not f > term.gt) or (term.ge is not None and f < term.ge)
            or (term.le is not None and f > term.le) or (term.lt is not None and not f < term.lt))
     if bad:
-        raise DseError(f"--set {path}: expected {expect}, found {f:g}")
+        raise DseError(f"expected {expect}, found {f:g}", field=path, domain="design")
     if f != 0 and abs(f) < _SMALLEST_NORMAL:
-        raise DseError(f"--set {path}: expected {expect}, found {f:g} (below the smallest "
-                       "normal float: a value this small is a typo)")
+        raise DseError(f"expected {expect}, found {f:g} (below the smallest "
+                       "normal float: a value this small is a typo)", field=path, domain="design")
     return f
 
 

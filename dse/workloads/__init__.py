@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from dse import phases, units
 from dse.errors import DseError
+from dse.spec import scenario_fields
 from dse.spec.messages import blamed
 from dse.spec.workload import (
     WORKLOAD_SCHEMAS,
@@ -38,7 +39,7 @@ class WorkloadKind:
     """lower(spec, scenario, counting, batch=None, chips=1): the operator table of a spec run
     as a scenario on one of `chips` data-parallel chips; `batch` ([N] sequences) replaces the
     scenario's, making it [N, I]."""
-    check: Callable[[Any, Scenario, int, int], tuple[list[str], list[str]]]
+    check: Callable[[Any, Scenario, int, int], tuple[list[DseError], list[str]]]
     """(errors, warnings) of running a scenario split tp x pp ways."""
     context: Callable[[Any], int | None]
     """Longest sequence the model supports (None: no limit or not a sequence model)."""
@@ -104,7 +105,7 @@ def _phase_default(spec: WorkloadSpec, phase: str) -> Scenario:
     recommender's RecScenario, which keeps its own seq_in and refuses the phases a
     recommender does not run)."""
     cls = get_args(type(spec).model_fields["scenarios"].annotation)[1]
-    fields = {"phase": phase, **phases.get(phase, "--phase").default}
+    fields = {"phase": phase, **phases.get(phase).default}
     if issubclass(cls, RecScenario):
         fields.pop("seq_in", None)
     context = kind_of(spec).context(spec)
@@ -114,9 +115,9 @@ def _phase_default(spec: WorkloadSpec, phase: str) -> Scenario:
     try:
         return cls.model_validate(fields)
     except ValidationError as e:
-        raise DseError("--phase: " + "; ".join(str(err["msg"]).removeprefix("Value error, ")
-                                               for err in e.errors(include_url=False))
-                       ) from None
+        raise DseError("; ".join(str(err["msg"]).removeprefix("Value error, ")
+                                 for err in e.errors(include_url=False)),
+                       field="phase", value=phase) from None
 
 
 def resolve_scenario(spec: WorkloadSpec, name: str | None = None, *, phase: str | None = None,
@@ -128,7 +129,7 @@ def resolve_scenario(spec: WorkloadSpec, name: str | None = None, *, phase: str 
     if name is None and phase is not None:
         name = next((n for n, s in spec.scenarios.items() if s.phase == phase), None)
         if name is None:
-            phases.get(phase, "--phase")  # a phase the registry knows
+            phases.get(phase)  # a phase the registry knows
             base = _phase_default(spec, phase)
             return f"{phase} (default)", _replaced(spec, f"{phase} (default)", base, overrides)
     if name is None:
@@ -149,7 +150,8 @@ def _replaced(spec: WorkloadSpec, name: str, base: Scenario, overrides: dict[str
         if "iteration_overhead" in fields["engine"]:
             fields["engine"]["iteration_overhead"] = \
                 f"{fields['engine']['iteration_overhead']!r} s"
-    fields.update({k: v for k, v in overrides.items() if v is not None})
+    fields.update({k: scenario_fields.as_given(k, v) for k, v in overrides.items()
+                   if v is not None})
     if overrides.get("seq_in") is not None and "lengths" in fields:
         # a length the caller names is the length run: it replaces the distribution
         fields["lengths"] = None
@@ -157,10 +159,15 @@ def _replaced(spec: WorkloadSpec, name: str, base: Scenario, overrides: dict[str
         return type(base).model_validate(fields)  # a kind's own scenario class stays it
     except ValidationError as e:  # named by the option that replaced the field, if one did
         given = [k for k, v in overrides.items() if v is not None]
-        problems = "; ".join(f"--{field.replace('_', '-')}: {message}" if field else
-                             f"{spec.name} scenario '{name}': {message}"
-                             for field, message in blamed(e, type(base), given))
-        raise DseError(problems) from None
+        found = blamed(e, type(base), given)
+
+        def problem(field: str, message: str, also: list[DseError] | None = None
+                    ) -> DseError:  # structured: each route names the field its own way
+            if field:
+                return DseError(message, field=field, value=overrides[field], also=also or ())
+            return DseError(f"{spec.name} scenario '{name}': {message}", also=also or ())
+
+        raise problem(*found[0], [problem(*f) for f in found[1:]]) from None
 
 
 def scenario_for(spec: WorkloadSpec, name: str | None = None, **overrides: Any) -> Scenario:
@@ -195,9 +202,10 @@ def describe_scenario(sc: Scenario) -> str:
 
 
 def execution_issues(spec: WorkloadSpec, sc: Scenario, tp: int, pp: int
-                     ) -> tuple[list[str], list[str]]:
+                     ) -> tuple[list[DseError], list[str]]:
     """(errors, warnings) of running `sc` split `tp` x `pp` ways: parallel degrees must
-    divide what they split; lengths beyond the model's context are legal but suspect."""
+    divide what they split; lengths beyond the model's context are legal but suspect. The
+    errors are structured (field tp or pp), for each route to word."""
     return kind_of(spec).check(spec, sc, tp, pp)
 
 

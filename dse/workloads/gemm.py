@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dse.errors import DseError
 from dse.spec.workload import GemmSpec, Scenario
 from dse.workloads.optable import Facts, OpRow, OpTable
 from dse.workloads.transformer import DEFAULT, DTYPE_BYTES, PRECISIONS, Counting
@@ -26,7 +27,9 @@ def lower_gemm(spec: GemmSpec, scenario: Scenario, counting: Counting = DEFAULT,
     return OpTable.from_rows([row], facts)
 
 
-def check(spec: GemmSpec, sc: Scenario, tp: int, pp: int) -> tuple[list[str], list[str]]:
+def check(spec: GemmSpec, sc: Scenario, tp: int, pp: int
+          ) -> tuple[list[DseError], list[str]]:
     """A single matrix multiply runs on one chip: no tensor or pipeline split."""
-    return [f"--{name} {v}: a single gemm is not split across chips (tp and pp are 1)"
+    return [DseError(f"{v}: a single gemm is not split across chips (tp and pp are 1)",
+                     field=name, domain="execution", value=v, inline=True)
             for name, v in (("tp", tp), ("pp", pp)) if v > 1], []

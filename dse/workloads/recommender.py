@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse import phases
+from dse.errors import DseError
 from dse.spec.workload import (
     RECOMMENDER_WORKS,
     RecommenderSpec,
@@ -472,9 +473,10 @@ def _backward(forward: list[OpRow], ab: float) -> list[OpRow]:
 
 
 def check(spec: RecommenderSpec, sc: RecScenario, tp: int, pp: int
-          ) -> tuple[list[str], list[str]]:
+          ) -> tuple[list[DseError], list[str]]:
     """Recommenders shard their tables over every chip and run their dense layers
     data-parallel (`lower`): no tensor or pipeline split."""
-    return [f"--{name} {v}: a recommender is not split tensor- or pipeline-parallel: its "
-            "tables are sharded over all the chips (--chips) and its MLPs run data-parallel"
+    return [DseError(f"{v}: a recommender is not split tensor- or pipeline-parallel: its "
+                     "tables are sharded over all the chips (--chips) and its MLPs run "
+                     "data-parallel", field=name, domain="execution", value=v, inline=True)
             for name, v in (("tp", tp), ("pp", pp)) if v > 1], []

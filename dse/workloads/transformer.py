@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from dse import phases
+from dse.errors import DseError
 from dse.spec.workload import Scenario, TransformerSpec, parameter_counts
 from dse.workloads import training
 from dse.workloads.optable import DTYPE_BYTES, Facts, OpRow, OpTable
@@ -420,17 +421,22 @@ def context(model: TransformerSpec) -> int | None:
     return model.max_positions
 
 
-def check(model: TransformerSpec, sc: Scenario, tp: int, pp: int) -> tuple[list[str],
-                                                                           list[str]]:
+def check(model: TransformerSpec, sc: Scenario, tp: int, pp: int
+          ) -> tuple[list[DseError], list[str]]:
     """(errors, warnings) of running `sc` with tensor parallelism `tp` (it splits the
     attention heads) and `pp` pipeline stages (they split the layers)."""
-    errors, warnings = [], []
-    if model.heads % tp:
-        errors.append(f"--tp {tp}: tensor parallelism splits the {model.heads} attention "
-                      f"heads of {model.name}; expected a divisor of {model.heads}")
+    errors: list[DseError] = []
+    warnings: list[str] = []
+    if model.heads % tp:  # structured: each route names tp its own way (--tp on the CLI)
+        errors.append(DseError(f"{tp}: tensor parallelism splits the {model.heads} attention "
+                               f"heads of {model.name}; expected a divisor of {model.heads}",
+                               field="tp", domain="execution", value=tp,
+                               rule=f"a divisor of {model.heads}", inline=True))
     if pp > model.layers:
-        errors.append(f"--pp {pp}: pipeline parallelism splits the {model.layers} layers of "
-                      f"{model.name}; expected at most {model.layers} stages")
+        errors.append(DseError(f"{pp}: pipeline parallelism splits the {model.layers} layers "
+                               f"of {model.name}; expected at most {model.layers} stages",
+                               field="pp", domain="execution", value=pp,
+                               rule=f"at most {model.layers}", inline=True))
     elif model.layers % pp:
         warnings.append(f"--pp {pp} does not divide the {model.layers} layers of "
                         f"{model.name}: the longest stage holds {-(-model.layers // pp)} "

@@ -41,7 +41,7 @@ def test_recommender_default_training_scenario_through_the_api():
     hw, wl = api.load_hardware("h100-sxm"), api.load_workload("rm1")
     ev = api.evaluate(hw, wl, phase="training")
     assert ev.feasible[0] and math.isfinite(ev.metrics["samples_per_s"][0])
-    with pytest.raises(DseError, match=r"^--phase: a recommender runs phase inference or "
+    with pytest.raises(DseError, match=r"^phase: a recommender runs phase inference or "
                                        r"training, not decode$"):
         api.evaluate(hw, wl, phase="decode")
 

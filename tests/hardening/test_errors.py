@@ -375,7 +375,9 @@ def test_scenario_overrides_name_the_option():
     hw, wl = dse.load_hardware("h100-sxm"), dse.load_workload("llama2-7b")
     with pytest.raises(DseError) as e:
         dse.evaluate(hw, wl, precision="fp13")
-    assert str(e.value).startswith("--precision: unknown value 'fp13'; expected one of: fp32, ")
+    # the API names the field as its keyword, the CLI as its option
+    assert str(e.value).startswith("precision: unknown value 'fp13'; expected one of: fp32, ")
+    assert e.value.field == "precision" and e.value.value == "fp13"
     one_error(dse_cli("eval", "h100-sxm", "llama2-7b", "--batch", "0"),
               "--batch: batch must be a positive whole number")
     one_error(dse_cli("workload", "llama2-7b", "--precision", "fp13"), "--precision: unknown "

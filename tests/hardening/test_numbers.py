@@ -114,7 +114,7 @@ def test_denormal_fraction_is_refused_on_every_route():
                           "memory[2].achievable.fraction: ")
     assert "below the smallest normal float" in line
     hw, wl = dse.load_hardware("h100-sxm"), dse.load_workload("llama2-7b")
-    with pytest.raises(DseError, match=r"^--set memory\.HBM3\.achievable\.fraction: .*smallest "
+    with pytest.raises(DseError, match=r"^memory\.HBM3\.achievable\.fraction: .*smallest "
                                        r"normal float"):
         dse.evaluate(hw, wl, phase="decode", overrides={
             "memory.HBM3.achievable.fraction": np.array([0.867, 1e-320])})
@@ -198,14 +198,14 @@ def test_unusable_measured_value_is_an_invalid_row():
     ({None: 1}, "override None: "),
     ({5: 1}, "override 5: "),
     ("compute.units=1", "overrides: "),
-    ({"compute.units": [10**400]}, "--set compute.units: "),
-    ({"compute.units": 10**17}, "--set compute.units: "),
-    ({"memory.HBM3.bandwidth": 1e-300}, "--set memory.HBM3.bandwidth: "),
-    ({"memory.HBM3.bandwidth": "1e-300 B/s"}, "--set memory.HBM3.bandwidth: "),
-    ({"compute.clock": [1e9, 1e31]}, "--set compute.clock: "),
-    ({"memory.L2.capacity": "1 TB^30"}, "--set memory.L2.capacity: "),
+    ({"compute.units": [10**400]}, "compute.units: "),
+    ({"compute.units": 10**17}, "compute.units: "),
+    ({"memory.HBM3.bandwidth": 1e-300}, "memory.HBM3.bandwidth: "),
+    ({"memory.HBM3.bandwidth": "1e-300 B/s"}, "memory.HBM3.bandwidth: "),
+    ({"compute.clock": [1e9, 1e31]}, "compute.clock: "),
+    ({"memory.L2.capacity": "1 TB^30"}, "memory.L2.capacity: "),
     ({"compute.matrix.achievable.fraction": np.array([0.5, 1e-40])},
-     "--set compute.matrix.achievable.fraction: "),
+     "compute.matrix.achievable.fraction: "),
 ])
 def test_api_overrides_raise_one_line_dse_errors(overrides, start):
     """T9: the API raised TypeError, ValueError or OverflowError for bad override keys and
@@ -357,7 +357,7 @@ def test_chip_counts_beyond_2_53_are_refused_by_the_api():
     """chips=10**400 raised ZeroDivisionError through the API (the CLI flags were bounded)."""
     hw, wl = dse.load_hardware("h100-sxm"), dse.load_workload("llama2-7b")
     for bad in (10**400, 2**53 + 1, 0):
-        with pytest.raises(DseError, match=r"^--chips: expected a whole number from 1 to "):
+        with pytest.raises(DseError, match=r"^chips: expected a whole number from 1 to "):
             dse.evaluate(hw, wl, chips=bad)
 
 

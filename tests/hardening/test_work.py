@@ -179,12 +179,12 @@ def test_a_batch_per_design_equals_one_evaluation_per_batch(workload, phase, kwa
 
 
 @pytest.mark.parametrize("batch,kwargs,says", [
-    ([1, 2], {"overrides": {"compute.units": [1, 2, 3]}}, "--batch: 2 batches for 3 designs"),
-    ([1, True], {}, "--batch: expected positive whole numbers, found True"),
-    ([1, 2.5], {}, "--batch: expected positive whole numbers, found 2.5"),
-    ([1, 0], {}, "--batch: expected positive whole numbers, found 0"),
-    ([], {}, "--batch: expected at least one batch"),
-    ([8, 16], {"phase": "training"}, "--batch: phase training takes one global batch"),
+    ([1, 2], {"overrides": {"compute.units": [1, 2, 3]}}, "batch: 2 batches for 3 designs"),
+    ([1, True], {}, "batch: expected positive whole numbers, found True"),
+    ([1, 2.5], {}, "batch: expected positive whole numbers, found 2.5"),
+    ([1, 0], {}, "batch: expected positive whole numbers, found 0"),
+    ([], {}, "batch: expected at least one batch"),
+    ([8, 16], {"phase": "training"}, "batch: phase training takes one global batch"),
 ])
 def test_a_bad_batch_per_design_is_a_one_line_error(batch, kwargs, says):
     hw = dse.load_hardware("h100-sxm")

@@ -105,7 +105,7 @@ def test_best_searches_few_candidates():
 
 
 @pytest.mark.parametrize(("kw", "message"), [
-    (dict(chips=0), "--chips: expected a whole number from 1 to "),
+    (dict(chips=0), "^chips: expected a whole number from 1 to "),
     (dict(chips=3, tp=2), "not a multiple of tp x pp"),
     (dict(tp=True), "expected a whole number from 1 to "),
     (dict(fusion="magic"), "fusion: expected one of"),

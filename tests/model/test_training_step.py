@@ -197,7 +197,7 @@ def test_full_recomputation_costs_a_forward_and_stores_less() -> None:
     ({"context_parallel": 2}, {}, "context_parallel (2) and expert_parallel (1) must divide"),
     ({"expert_parallel": 2}, {"chips": 2}, "training.expert_parallel: 2 must divide the "
                                            "experts of a MoE model"),
-    ({}, {"precision": "int8"}, "--precision: int8: training runs"),
+    ({}, {"precision": "int8"}, "precision: int8: training runs"),
 ])
 def test_bad_training_setups_are_one_line_errors(training: dict, kw: dict,
                                                  message: str) -> None:

@@ -35,7 +35,7 @@ def test_fields_given_replace_the_scenarios():
     assert resolve_scenario(bert, phase="inference", batch=1)[1].lengths.name == "squad-v1.1"
     with pytest.raises(DseError, match="unknown scenario 'nope'"):
         resolve_scenario(bert, "nope")
-    with pytest.raises(DseError, match="--phase: expected one of"):
+    with pytest.raises(DseError, match=r"^phase: expected one of"):
         resolve_scenario(bert, phase="sleep")
 
 

@@ -50,9 +50,15 @@ def lower_mlp(spec: MlpSpec, sc: Scenario, counting: Counting = DEFAULT,
                                          resident={"weights": spec.layers * w * w * e}))
 
 
-def check_mlp(spec: MlpSpec, sc: Scenario, tp: int, pp: int) -> tuple[list[str], list[str]]:
-    return ([f"--tp {tp}: expected a divisor of the width {spec.width}"]
-            if spec.width % tp else []), []
+def check_mlp(spec: MlpSpec, sc: Scenario, tp: int, pp: int
+              ) -> tuple[list[dse.DseError], list[str]]:
+    """Tensor parallelism splits the width: an error about field tp, which each route
+    words its own way (--tp on the command line)."""
+    if spec.width % tp:
+        return [dse.DseError(f"{tp}: expected a divisor of the width {spec.width}",
+                             field="tp", domain="execution", value=tp,
+                             rule=f"a divisor of {spec.width}", inline=True)], []
+    return [], []
 
 
 MLP = WorkloadKind(lower_mlp, check_mlp, lambda spec: None, frozenset({"encode"}))

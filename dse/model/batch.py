@@ -205,12 +205,18 @@ class _Values:
         for path in self.parsed:
             if path not in self.read:
                 raise DseError("no model reads this field, so varying it "
-                               "would change nothing", field=path, domain="design")
+                               "would change nothing", field=path, domain="design",
+                               rule=UNREAD)
 
     def finite(self, what: str, values: np.ndarray) -> None:
         if not np.all(np.isfinite(values)):
-            raise DseError(f"--set: {what} overflows for some designs (beyond the range of "
-                           "a float); check the values given")
+            raise DseError(f"{what} overflows for some designs (beyond the range of a "
+                           "float); check the values given", domain="design")
+
+
+# The rule of the error for a varied field no model reads (dse.report.hardware_view marks
+# such a field by it, not by the words).
+UNREAD = "a field a model reads"
 
 
 def _in_range(path: str, term: Term, values: np.ndarray) -> None:

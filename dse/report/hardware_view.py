@@ -179,7 +179,7 @@ def vocabulary_rows(spec: HardwareSpec, every: bool = False) -> list[dict[str, A
     (SI), its unit and the rule a value must meet, and whether the models read it per design
     (`varies`). Without `every`, only the fields the spec gives a value."""
     from dse.errors import DseError
-    from dse.model.batch import design_batch
+    from dse.model.batch import UNREAD, design_batch
     from dse.spec import assumptions
     from dse.spec.vocabulary import canonical, current, generation_names, variable_paths
 
@@ -194,10 +194,7 @@ def vocabulary_rows(spec: HardwareSpec, every: bool = False) -> list[dict[str, A
             # a package field is the spec's: one value (set: or --set), never varied
             note = "one value for all designs" if assumptions.is_assumption(key) else ""
         except DseError as e:
-            why = str(e)
-            note = "no model reads it" if "no model reads" in why else (
-                "one value for all designs" if "cannot be varied yet" in why else
-                why.split(": ", 1)[-1])
+            note = "no model reads it" if e.rule == UNREAD else e.message
         rows.append({"path": key, "value": value,
                      "unit": term.kind.unit if term.kind else "",
                      "shown": "-" if value is None else (

@@ -188,7 +188,7 @@ def workload(
     from dse.spec.load import load_workload
     from dse.sweep import check_points
     from dse.workloads import lower, resolve_scenario
-    from dse.workloads.transformer import CONVENTIONS
+    from dse.workloads.common import CONVENTIONS
 
     if convention not in CONVENTIONS:
         raise DseError(f"--convention: expected one of: {', '.join(CONVENTIONS)}, "

@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 
 from dse.model.batch import DesignBatch
-from dse.workloads.transformer import DTYPE_BYTES
+from dse.workloads.optable import DTYPE_BYTES
 
 # Precisions tried, in order, when a chip has no rate at the operator's own precision
 # (e.g. fp8 on an A100 runs as fp16): same width first, then wider.

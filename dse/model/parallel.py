@@ -37,9 +37,8 @@ import numpy as np
 from dse.model.batch import DesignBatch
 from dse.model.execution import Execution
 from dse.model.performance import A, ChipOps
+from dse.workloads.optable import DTYPE_BYTES, TENSOR_CLASSES, Facts, OpTable
 from dse.workloads.optable import SPLITS as TABLE_SPLITS
-from dse.workloads.optable import TENSOR_CLASSES, Facts, OpTable
-from dse.workloads.transformer import DTYPE_BYTES
 
 
 @dataclass(frozen=True)

@@ -64,9 +64,9 @@ from dse.model.stages import (
 from dse.model.training_memory import TrainingMemory, TrainingPlan, plan_training_memory
 from dse.spec.workload import Scenario, Training, TransformerSpec, parameter_counts
 from dse.workloads import lower
-from dse.workloads.optable import MATRIX_KINDS, TENSOR_CLASSES, OpTable
+from dse.workloads.common import PRECISIONS, attention_pairs
+from dse.workloads.optable import DTYPE_BYTES, MATRIX_KINDS, TENSOR_CLASSES, OpTable
 from dse.workloads.training import TRAINING_PRECISIONS, state_bytes
-from dse.workloads.transformer import DTYPE_BYTES, PRECISIONS, attention_pairs
 
 # Micro-batch sizes tried when the scenario gives none: every divisor of a replica's share
 # of the global batch up to this many sequences (frameworks take any divisor: llm-foundry

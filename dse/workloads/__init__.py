@@ -19,8 +19,8 @@ from dse.errors import DseError
 from dse.spec.messages import blamed
 from dse.spec.workload import WORKLOAD_SCHEMAS, RecScenario, Scenario, WorkloadSpec
 from dse.workloads import gemm, recommender, transformer
+from dse.workloads.common import DEFAULT, Counting
 from dse.workloads.optable import OpTable
-from dse.workloads.transformer import DEFAULT, Counting
 
 
 @dataclass(frozen=True)

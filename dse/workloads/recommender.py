@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse.spec.workload import RecommenderSpec, RecOptimizer, RecScenario, Skew
-from dse.workloads.optable import Facts, Gather, OpRow, OpTable
-from dse.workloads.transformer import DEFAULT, DTYPE_BYTES, PRECISIONS, Counting
+from dse.workloads.common import DEFAULT, PRECISIONS, Counting
+from dse.workloads.optable import DTYPE_BYTES, Facts, Gather, OpRow, OpTable
 
 # The planner's cost of one lookup rounds the row to 64 B, a DDR4/DDR5 burst (JEDEC
 # JESD79-4/-5) and two 32-byte GPU sectors: it ranks tables without knowing the chip. The

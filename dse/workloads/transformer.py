@@ -14,13 +14,13 @@ Counting rules (every one is a formula of the shapes; no fitted numbers):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from dse.spec.workload import Scenario, TransformerSpec, parameter_counts
 from dse.workloads import training
+from dse.workloads.common import DEFAULT, PRECISIONS, Counting, attention_pairs
 from dse.workloads.optable import DTYPE_BYTES, Facts, OpRow, OpTable
 from dse.workloads.serving import Iteration, engine_of, iteration, kv_tokens
 
@@ -45,17 +45,6 @@ FLOP_PER_ELEMENT = {
 # 4-bit weight-only quantization stores one fp16 scale per group of 128 weights (the default
 # group size of GPTQ and AWQ): 0.5 + 2/128 bytes per weight.
 INT4_GROUP_SIZE = 128
-# Weight, activation, KV-cache data types and the compute data type of each precision name.
-PRECISIONS = {
-    "fp32": ("fp32", "fp32", "fp32", "fp32"),
-    "bf16": ("bf16", "bf16", "bf16", "bf16"),
-    "fp16": ("fp16", "fp16", "fp16", "fp16"),
-    "fp8": ("fp8", "fp8", "fp8", "fp8"),
-    "int8": ("int8", "int8", "int8", "int8"),
-    "w8a16": ("int8", "fp16", "fp16", "fp16"),
-    "w4a16": ("int4", "fp16", "fp16", "fp16"),
-    "mixed": ("bf16", "bf16", "bf16", "bf16"),
-}
 
 
 class Attention(NamedTuple):
@@ -69,22 +58,6 @@ class Attention(NamedTuple):
     q_len: float
     kv_len: float
     pairs: float
-
-
-@dataclass(frozen=True)
-class Counting:
-    """How bytes are counted. The default uses each tensor's data type. The `paper`
-    convention of Kim et al. (2023) counts every parameter and activation as 1 byte and only
-    the Transformer layers (no embeddings, final norm or LM head)."""
-
-    name: str = "default"
-    element_bytes: float | None = None
-    layers_only: bool = False
-
-
-DEFAULT = Counting()
-PAPER = Counting(name="paper", element_bytes=1.0, layers_only=True)
-CONVENTIONS = {"default": DEFAULT, "paper": PAPER}
 
 
 class _Builder:
@@ -242,14 +215,6 @@ def _classes(*pairs: tuple[str, float]) -> dict[str, float]:
     for cls, value in pairs:
         out[cls] = out.get(cls, 0.0) + value
     return out
-
-
-def attention_pairs(q_len: float, kv_len: float, causal: bool) -> float:
-    """(query, key) pairs per head of one sequence whose queries are the last q_len of
-    kv_len positions: all of them, or only keys at or before each query when causal."""
-    if not causal:
-        return q_len * kv_len
-    return q_len * kv_len - q_len * (q_len - 1) / 2.0
 
 
 def _forward(b: _Builder, stage: str, batch: float, seq: float,

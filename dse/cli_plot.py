@@ -9,13 +9,12 @@ on `plot_app` with `@plot_app.command()` and `@cli_errors`.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 
+from dse.cli_errors import user_errors
 from dse.errors import DseError
 
 plot_app = typer.Typer(
@@ -27,7 +26,6 @@ plot_app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Infeasible(DseError):
@@ -36,17 +34,8 @@ class Infeasible(DseError):
     exit_code = 3
 
 
-def cli_errors(func: F) -> F:
-    """`dse.cli.user_errors` (one-line messages, exit 2 for bad input, no traceback),
-    looked up when the command runs so this module and dse.cli import in either order."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from dse.cli import user_errors
-
-        return user_errors(func)(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
+# one-line messages, exit 2 for bad input, no traceback (dse.cli_errors)
+cli_errors = user_errors
 
 
 Out = Annotated[Path | None, typer.Option(
@@ -78,7 +67,7 @@ def _output(out: Path | None, kind: str, *names: str | None) -> Path:
 
 def _overrides(sets: list[str] | None) -> dict[str, str]:
     """--set options, one value each (a plot draws one design)."""
-    from dse.cli import _overrides as parse
+    from dse.cli_options import set_values as parse
 
     out = {}
     for path, values in parse(sets).items():
@@ -89,11 +78,11 @@ def _overrides(sets: list[str] | None) -> dict[str, str]:
 
 
 def _batch(text: str | None) -> int | str | None:
-    from dse.cli import _batch_words, _int_list
+    from dse.cli_options import batch_words, int_list
 
     if text is None:
         return None
-    values = _int_list(text, "--batch", _batch_words())
+    values = int_list(text, "--batch", batch_words())
     if len(values) != 1:
         raise DseError("--batch: a plot draws one scenario; give one value")
     return values[0]

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -204,6 +205,8 @@ def chip_ops(table: OpTable, ex: Execution, stages_in_sequence: bool = True,
 def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Collectives:
     """The collective each split declares (over the tp group) and the pipeline sends."""
     tp, pp = ex.tp, ex.pp
+    sizes: list[float | np.ndarray]  # bytes and calls per collective: one, or [N] per design
+    counts: list[float | np.ndarray]
     names, kinds, stages, groups, sizes, counts = [], [], [], [], [], []
     # throughput phases: a chip runs the layers of its stage only (as chip_ops counts them)
     per_stage = math.ceil((table.facts.layers or pp) / pp) / (table.facts.layers or pp) \
@@ -254,13 +257,14 @@ def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Col
     return collectives_of(names, kinds, stages, groups, sizes, counts)
 
 
-def collectives_of(names: list, kinds: list, stages: list, groups: list, sizes: list,
-                   counts: list) -> Collectives:
+def collectives_of(names: list[str], kinds: list[str], stages: list[str], groups: list[int],
+                   sizes: list[float | np.ndarray], counts: list[float | np.ndarray]
+                   ) -> Collectives:
     """Collectives from one list per field, one entry per collective (sizes and counts:
     numbers, or [N] arrays where they differ by design)."""
     lead = np.broadcast_shapes(*(np.shape(v) for v in (*sizes, *counts))) if sizes else ()
 
-    def cols(values: list) -> np.ndarray:
+    def cols(values: list[Any]) -> np.ndarray:
         if not values:
             return np.zeros(0)
         return np.stack([np.broadcast_to(np.asarray(v, dtype=float), lead) for v in values],

@@ -103,8 +103,8 @@ class _Classes:
     @classmethod
     def of(cls, read: np.ndarray, written: np.ndarray) -> _Classes:
         """From the bytes, [I, C] or [B, I, C] (any design)."""
-        r = read.any(axis=0) if read.ndim == 3 else read != 0
-        w = written.any(axis=0) if written.ndim == 3 else written != 0
+        r = np.asarray(read.any(axis=0) if read.ndim == 3 else read != 0)
+        w = np.asarray(written.any(axis=0) if written.ndim == 3 else written != 0)
         has = [r[:, c] | w[:, c] for c, _, _ in PLACED_ROLES]
         mixed = np.flatnonzero(np.logical_or.reduce(has)) if has else np.zeros(0, np.intp)
         rows = tuple(np.flatnonzero(h) for h in has)
@@ -133,7 +133,8 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     for g, key in enumerate(keys):
         idx = np.flatnonzero(group.ravel() == g)
         sub = dataclasses.replace(
-            batch.take(idx), tile=None if np.isnan(key[0]) else tuple(int(v) for v in key[:3]),
+            batch.take(idx), tile=None if np.isnan(key[0]) else (int(key[0]), int(key[1]),
+                                                                 int(key[2])),
             register_file=None if np.isnan(key[3]) else float(key[3]))
         parts.append((idx, _op_times(sub, _take_ops(ops, idx, n),
                                      {c: h[idx] for c, h in home.items()}, act_home[idx])))
@@ -218,7 +219,7 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
 
     # What is the same for every design is worked out once; the rest per block (it reads
     # the block's bytes and shapes, which its copies then find in the caches).
-    tile = batch.tile
+    tile = batch.one_tile()
     shape, r, w = ops.shape, ops.read, ops.written
     # Thread-block waves and the alignment rule scale the matrix rate ([N, I]; None: 1).
     issue = issue_factor(batch, shape, dtypes, is_matrix, ops.kind)

@@ -6,6 +6,7 @@ time metrics stretched by a lower clock). Pure numpy, no I/O."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -33,9 +34,10 @@ def static_power(tech: TechSpec, die: AreaResult) -> np.ndarray:
     return tech.energy.static.per_area * (die.total_mm2 - die.components.get(PADDING, 0.0))
 
 
-def with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dict,
+def with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dict[str, Any],
                chips: int, stages: int, reason: Reasons, reticle: bool,
-               area_budget: float | None, operating_point: OperatingPoint) -> tuple:
+               area_budget: float | None, operating_point: OperatingPoint
+               ) -> tuple[dict[str, Any], np.ndarray, StepEnergy, Reasons, np.ndarray]:
     """Metrics with power and energy added and the clock a TDP allows (stage `power`); see
     dse.model.power, dse.model.operating_point and dse.model.area. `operating_point`
     calibrates a chip whose file states no energies (its own file, one design)."""

@@ -20,7 +20,22 @@ Word = Callable[[int], str]
 
 
 def _worded(word: str | Word) -> Word:
-    return word if callable(word) else (lambda i, text=word: text)
+    if callable(word):
+        return word
+    text = word
+
+    def fixed(i: int) -> str:
+        return text
+
+    return fixed
+
+
+def _renumbered(word: Word, index: np.ndarray) -> Word:
+    """`word` of design index[j] for design j."""
+    def at(j: int) -> str:
+        return word(int(index[j]))
+
+    return at
 
 
 class Reasons:
@@ -64,7 +79,7 @@ class Reasons:
 
     def also(self, mask: np.ndarray | bool, word: str | Word) -> Reasons:
         """One more reason for the designs in `mask`, after the ones they have."""
-        return Reasons(self.n, [*self.clauses, (mask, _worded(word))])
+        return Reasons(self.n, [*self.clauses, (np.asarray(mask, dtype=bool), _worded(word))])
 
     def prefixed(self, mask: np.ndarray, text: str) -> Reasons:
         """`text` put before the reason of the designs in `mask` (before "" where they have
@@ -81,8 +96,7 @@ class Reasons:
     def take(self, index: np.ndarray) -> Reasons:
         """The reasons of designs `index` (ints), in that order."""
         index = np.asarray(index, dtype=np.intp)
-        return Reasons(len(index), [(m[index], lambda j, w=w: w(int(index[j])))
-                                    for m, w in self.clauses])
+        return Reasons(len(index), [(m[index], _renumbered(w, index)) for m, w in self.clauses])
 
     @classmethod
     def concatenate(cls, parts: Sequence[Reasons]) -> Reasons:
@@ -133,15 +147,15 @@ class Reasons:
     def astype(self, dtype: Any) -> np.ndarray:
         return np.asarray(self).astype(dtype)
 
-    def __eq__(self, other: object) -> Any:  # type: ignore[override]
+    def __eq__(self, other: object) -> Any:
         if isinstance(other, str) and other == "":
             return ~self.any
         return np.asarray(self) == (np.asarray(other) if isinstance(other, Reasons) else other)
 
-    def __ne__(self, other: object) -> Any:  # type: ignore[override]
+    def __ne__(self, other: object) -> Any:
         return ~(self == other)
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Any, ...]:
         # worded when pickled (to another process): the clauses' functions are closures
         return (Reasons.of, (np.asarray(self),))
 

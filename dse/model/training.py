@@ -40,7 +40,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -50,6 +52,7 @@ from dse.model.divisors import divisors
 from dse.model.execution import Execution
 from dse.model.kernel import rate_of
 from dse.model.parallel import Collectives, chip_ops, collective_times, collectives_of
+from dse.model.performance import ChipOps
 from dse.model.placement import TRAINING, WORKSPACE, Footprint, Placement, place
 from dse.model.stages import (
     PIPELINE,
@@ -116,7 +119,7 @@ class Choice:
     virtual_stages: int = 1
     """Model chunks per pipeline rank: 1 runs 1F1B, more the interleaved schedule."""
 
-    def fields(self) -> dict:
+    def fields(self) -> dict[str, Any]:
         """The `training:` fields this setup sets (the schedule follows virtual_stages)."""
         return {**dataclasses.asdict(self),
                 "schedule": schedule_of(self.virtual_stages)}
@@ -458,11 +461,12 @@ def _overlapped(st: Step, m: float) -> Step:
                              f"{', '.join(missing)} in the training step")
         return st.time[:, [names.index(n) for n in wanted]].sum(axis=1)
 
-    windows = {"gradients.all_reduce": lambda: bwd, "gradients.reduce_scatter": lambda: bwd,
-               "parameters.all_gather": lambda: fwd,
-               "parameters.gather": lambda: (fwd + bwd) / 2.0,
-               "context.kv_all_gather": lambda: attention(""),
-               "context.kv_reduce_scatter": lambda: attention(".backward")}
+    windows: dict[str, Callable[[], np.ndarray]] = {
+        "gradients.all_reduce": lambda: bwd, "gradients.reduce_scatter": lambda: bwd,
+        "parameters.all_gather": lambda: fwd,
+        "parameters.gather": lambda: (fwd + bwd) / 2.0,
+        "context.kv_all_gather": lambda: attention(""),
+        "context.kv_reduce_scatter": lambda: attention(".backward")}
     time = st.time.copy()
     for j, name in enumerate(names):
         if name in windows:
@@ -471,10 +475,10 @@ def _overlapped(st: Step, m: float) -> Step:
 
 
 def _with_extra(st: Step, db: DesignBatch, ex: Execution, t: Training, mem: TrainingMemory,
-                ops, m: float) -> Step:
+                ops: ChipOps, m: float) -> Step:
     """The pipeline bubble and the activations' compression as two more columns."""
     compute = sum(_stage_time(st, s) for s in ("forward", "recompute", "backward"))
-    bubble = (ex.pp - 1) / (t.virtual_stages * m) * compute if ex.pp > 1 else \
+    bubble = (ex.pp - 1) / ((t.virtual_stages or 1) * m) * compute if ex.pp > 1 else \
         np.zeros(db.n)
     squeeze = np.zeros(db.n)
     if t.compression is not None:
@@ -514,7 +518,7 @@ def _combine(runs: list[tuple[Choice, TrainingRun]], best: np.ndarray) -> Traini
             stacked, best.reshape((1, -1) + (1,) * (stacked.ndim - 2)), axis=0)[0]
 
     s0 = rs[0].step
-    per_design = {f: pick([getattr(r.step, f) for r in rs])
+    per_design: dict[str, Any] = {f: pick([getattr(r.step, f) for r in rs])
                   for f in ("count", "flops", "traffic", "compute", "time", "bound", "total",
                             "missing_rate", "no_link")}
     if np.ndim(s0.link_bytes) == 2:

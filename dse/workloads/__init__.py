@@ -31,7 +31,7 @@ class WorkloadKind:
     """lower(spec, scenario, counting, batch=None, chips=1): the operator table of a spec run
     as a scenario on one of `chips` data-parallel chips; `batch` ([N] sequences) replaces the
     scenario's, making it [N, I]."""
-    check: Callable[[Any, Scenario, int, int], tuple[list[str], list[str]]]
+    check: Callable[[Any, Any, int, int], tuple[list[str], list[str]]]
     """(errors, warnings) of running a scenario split tp x pp ways."""
     context: Callable[[Any], int | None]
     """Longest sequence the model supports (None: no limit or not a sequence model)."""
@@ -139,7 +139,7 @@ def scenario_for(spec: WorkloadSpec, name: str | None = None, **overrides: Any) 
 def describe_scenario(sc: Scenario) -> str:
     """One line: phase, batch, lengths, precision ("decode, batch 1, seq_in 5, seq_out 200,
     bf16"); serve adds its engine ("engine default", or the engine fields it sets)."""
-    parts = [sc.phase]
+    parts: list[str] = [sc.phase]
     if sc.phase != "gemm":
         parts.append(f"batch {sc.batch}")
         if isinstance(sc, RecScenario):

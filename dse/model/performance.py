@@ -275,17 +275,19 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
                 np.maximum(x, 1.0, out=x)
         util = gm.util
         if util is None:
-            for j, t in enumerate(tile):
+            for j, t in enumerate(tile or ()):  # (util is None only with a tile)
                 f, rows = gm.factors[j], gm.factor_rows[j]
-                if f is None:
+                if f is None:  # the factor differs by design, as does the dimension
+                    col_b = dim_b[j]
+                    assert col_b is not None
                     f = roof if util is None else mem
-                    np.divide(dim_b[j], t, out=f)
+                    np.divide(col_b, t, out=f)
                     np.ceil(f, out=f)
                     f *= t
-                    np.divide(dim_b[j], f, out=f)
-                elif not rows.size:
+                    np.divide(col_b, f, out=f)
+                elif rows is None or not rows.size:  # (rows is None only where f is)
                     continue  # 1 for every GEMM
-                elif util is roof and 2 * rows.size < n_ops:
+                elif util is not None and util is roof and 2 * rows.size < n_ops:
                     roof[rows] *= f[rows]
                     continue
                 util = f if util is None else np.multiply(util, f, out=roof)
@@ -294,6 +296,9 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
                 x[vector_rows] = 0.0
         m_dim = gm.m_dim if dim_b[0] is None else dim_b[0]
         n_dim = gm.n_dim if dim_b[1] is None else dim_b[1]
+        # fixed for every design (Gemms) or per design (dim_b): one of the two is set, and
+        # so is the utilization (Gemms.util, else a factor that differs by design)
+        assert m_dim is not None and n_dim is not None and util is not None
         # GEMM dimension along which each role's operand is re-read: the B operand (weights,
         # KV cache) once per row of output tiles (M), the A operand once per column (N).
         role_dim = {"b": m_dim, "a": n_dim}
@@ -343,7 +348,7 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         above: tuple[Side, Side] | None = None  # the tile sides at the level above
         for level in reversed(range(lv)):
             side_a, side_b = sides[level]
-            if isinstance(side_a, np.ndarray):
+            if isinstance(side_a, np.ndarray) and isinstance(side_b, np.ndarray):
                 side_a, side_b = side_a[d], side_b[d]
             side = {"a": side_a, "b": side_b}
             new = [through.add(level) for _, _, _, _, through, _ in placed]
@@ -361,6 +366,7 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
                         term = read_b * crossings(n_dim if role == "a" else m_dim,
                                                   side[role]) if role else read_b
                         act = term + write_b if act is None else act + term + write_b
+                    assert act is not None  # `transient` is not empty
                     if level > act_lo:  # only where the activations live at l or beyond
                         np.multiply(act, np.greater_equal(act_at, level, out=hit), out=out)
                     else:
@@ -371,14 +377,14 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
                         # share stored at l or beyond, for the operators that have such bytes
                         # (x the share is skipped where it is 1 for every operator: exact).
                         mixed_out.fill(0.0)
-                        for read_b, dim, role, write_b, through, at in placed:
+                        for read_b, dim, role, wrote, through, at in placed:
                             part = work_rows(part_work, len(at), b)
-                            if role:
+                            if role and dim is not None:  # (a role's operands have a dim)
                                 np.multiply(read_b, crossings(dim, side[role]), out=part)
                             else:
                                 np.copyto(part, np.broadcast_to(read_b, part.shape))
-                            if write_b is not None:
-                                part += write_b
+                            if wrote is not None:
+                                part += wrote
                             if not through.ones():
                                 part *= through.value
                             mixed_out[at] += part

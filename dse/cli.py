@@ -21,6 +21,10 @@ import dse
 from dse.cli_dashboard import dashboard
 from dse.cli_errors import DseGroup, err, user_errors
 from dse.cli_memory import memory
+from dse.cli_options import batch_words as _batch_words
+from dse.cli_options import int_list as _int_list
+from dse.cli_options import set_values as _overrides
+from dse.cli_options import whole as _whole
 from dse.cli_plot import PHASE_HELP, plot_app
 from dse.cli_study import study
 from dse.errors import DseError, one_line
@@ -137,36 +141,6 @@ class TableFormat(StrEnum):
     csv = "csv"
 
 
-def _int_list(text: str | None, option: str, words: tuple[str, ...] = ()
-              ) -> list[int | str | None]:
-    if text is None:
-        return [None]
-    try:
-        values = [v.strip() if v.strip() in words else int(v) for v in text.split(",")
-                  if v.strip()]
-    except ValueError:
-        also = f" or {' or '.join(words)}" if words else ""
-        raise DseError(f"{option}: expected a whole number{also} (or several, "
-                       f"comma-separated), found '{text}'") from None
-    if not values:
-        raise DseError(f"{option}: expected at least one value")
-    for v in values:
-        if isinstance(v, int):
-            _whole(v, option)
-    return values
-
-
-def _whole(value: int, option: str) -> int:
-    """`value` when it is a whole number a float holds exactly (README, "Input limits")."""
-    from dse.spec.types import MAX_WHOLE
-
-    if abs(value) > MAX_WHOLE:
-        shown = str(value) if value.bit_length() < 100 else f"a number of {len(str(value))} digits"
-        raise DseError(f"{option}: expected a whole number of at most {MAX_WHOLE} (2^53), "
-                       f"found {shown}")
-    return value
-
-
 @app.command()
 @user_errors
 def workload(
@@ -196,7 +170,7 @@ def workload(
     from dse.spec.load import load_workload
     from dse.sweep import check_points
     from dse.workloads import lower, resolve_scenario
-    from dse.workloads.transformer import CONVENTIONS
+    from dse.workloads.common import CONVENTIONS
 
     if convention not in CONVENTIONS:
         raise DseError(f"--convention: expected one of: {', '.join(CONVENTIONS)}, "
@@ -248,31 +222,6 @@ def _render(fmt: TableFormat, document: Any, csv_rows: Callable[[], Any],
         from rich.console import Console
 
         Console(width=max(120, Console().width)).print(table())
-
-
-def _overrides(sets: list[str] | None) -> dict[str, list[str]]:
-    """--set path=value[,value...] options: path -> its values (several make several
-    designs)."""
-    out: dict[str, list[str]] = {}
-    for item in sets or []:
-        path, sep, value = item.partition("=")
-        values = [v.strip() for v in value.split(",")]
-        if not sep or not path.strip() or not all(values):
-            raise DseError(f"--set {item}: expected dotted.path=value[,value...], e.g. "
-                           "memory.L2.capacity=96MiB")
-        out[path.strip()] = values
-    return out
-
-
-def _batch_words() -> tuple[str, ...]:
-    """The words a scenario accepts as a batch besides whole numbers (max, ...)."""
-    from typing import Literal, get_args, get_origin
-
-    from dse.spec.workload import Scenario
-
-    annotation = Scenario.model_fields["batch"].annotation
-    return tuple(w for a in get_args(annotation) if get_origin(a) is Literal
-                 for w in get_args(a))
 
 
 def _sweep_values(phase: str | None, batch: str | None, seq_in: str | None,

@@ -4,7 +4,7 @@ call dse.model.memory_plan, render with dse.report.memory_view."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, overload
 
 import typer
 
@@ -16,6 +16,10 @@ CHOICES = {"--recompute": ("none", "selective", "full"),
            "--schedule": ("1f1b", "interleaved")}
 
 
+@overload
+def _whole(text: str, option: str, low: int = 1) -> int: ...
+@overload
+def _whole(text: str | None, option: str, low: int = 1) -> int | None: ...
 def _whole(text: str | None, option: str, low: int = 1) -> int | None:
     """A whole number of at least `low` from an option's text (None stays None)."""
     if text is None:
@@ -44,10 +48,10 @@ def _zero(text: str | None) -> int | None:
 
 def _hardware_overrides(sets: list[str] | None) -> dict[str, Any]:
     """--set path=value options, one value per path (dse memory plans one design)."""
-    from dse.cli import _overrides  # here, not at import: dse.cli imports this module
+    from dse.cli_options import set_values
 
     out = {}
-    for path, values in _overrides(sets).items():
+    for path, values in set_values(sets).items():
         if len(values) > 1:
             raise DseError(f"--set {path}: dse memory plans one design; give one value "
                            "(dse eval evaluates several)")

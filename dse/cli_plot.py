@@ -9,14 +9,13 @@ on `plot_app` with `@plot_app.command()` and `@cli_errors`.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 
 from dse import phases
+from dse.cli_errors import user_errors
 from dse.errors import DseError
 from dse.spec.scenario_fields import FIELDS
 
@@ -29,7 +28,6 @@ plot_app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Infeasible(DseError):
@@ -38,17 +36,8 @@ class Infeasible(DseError):
     exit_code = 3
 
 
-def cli_errors(func: F) -> F:
-    """`dse.cli.user_errors` (one-line messages, exit 2 for bad input, no traceback),
-    looked up when the command runs so this module and dse.cli import in either order."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from dse.cli import user_errors
-
-        return user_errors(func)(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
+# one-line messages, exit 2 for bad input, no traceback (dse.cli_errors)
+cli_errors = user_errors
 
 
 Out = Annotated[Path | None, typer.Option(
@@ -88,7 +77,7 @@ def _output(out: Path | None, kind: str, *names: str | None) -> Path:
 
 def _overrides(sets: list[str] | None) -> dict[str, str]:
     """--set options, one value each (a plot draws one design)."""
-    from dse.cli import _overrides as parse
+    from dse.cli_options import set_values as parse
 
     out = {}
     for path, values in parse(sets).items():
@@ -99,11 +88,11 @@ def _overrides(sets: list[str] | None) -> dict[str, str]:
 
 
 def _batch(text: str | None) -> int | str | None:
-    from dse.cli import _batch_words, _int_list
+    from dse.cli_options import batch_words, int_list
 
     if text is None:
         return None
-    values = _int_list(text, "--batch", _batch_words())
+    values = int_list(text, "--batch", batch_words())
     if len(values) != 1:
         raise DseError("--batch: a plot draws one scenario; give one value")
     return values[0]
@@ -112,7 +101,7 @@ def _batch(text: str | None) -> int | str | None:
 def _evaluate(hardware: str, workload: str, scenario: str | None, phase: str | None,
               batch: str | None, seq_in: int | None, seq_out: int | None,
               precision: str | None, chips: int, tp: int, pp: int,
-              sets: list[str] | None, **fields: str | None) -> tuple[Any, str]:
+              sets: list[str] | None, **fields: Any) -> tuple[Any, str]:
     """Evaluate one scenario as `dse eval` does (power and the reticle check where the
     chip's node is known); the evaluation and the line that says what ran."""
     import dse

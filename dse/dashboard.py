@@ -35,7 +35,7 @@ from optuna.trial import FrozenTrial, TrialState
 from dse.errors import DseError
 from dse.search.objective import WORST_MINIMIZED
 from dse.search.pareto import front_mask
-from dse.search.run import FEASIBLE
+from dse.search.trials import FEASIBLE
 
 JOURNAL = "study.journal"  # the journal file `dse study` writes into its output folder
 RDB_SCHEMES = ("sqlite", "postgresql", "mysql")
@@ -366,7 +366,8 @@ def serve(target: str | Path, host: str = "127.0.0.1", port: int = 8080,
              "dse knows (0.21): its best trials may include infeasible designs")
     # optuna_dashboard.wsgi, not run_server: run_server prints its banner before it binds the
     # port and logs every request; here the port is bound first, so a port in use is one line.
-    app = optuna_dashboard.wsgi(FeasibleView(storage))
+    # the abstract methods are set by the loop after the class (each delegates to `storage`)
+    app = optuna_dashboard.wsgi(FeasibleView(storage))  # type: ignore[abstract]
     if _version(optuna_dashboard.__version__) >= (0, 20):
         app = _redirect_trial_table(app)
     server = _listen(app, host, port)

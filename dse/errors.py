@@ -14,6 +14,7 @@ import difflib
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 # Unicode categories shown escaped: controls (C0, C1: newline, tab, escape ...), format
 # characters (bidirectional overrides, zero-width ...), line and paragraph separators (which
@@ -99,7 +100,7 @@ class DseError(Exception):
         """This problem and those in `also`."""
         return (self, *self.also)
 
-    def __reduce__(self) -> object:  # the structured fields survive a worker's pickle
+    def __reduce__(self) -> str | tuple[Any, ...]:  # structured fields survive a pickle
         if self.field is None and not self.also:
             return super().__reduce__()
         return (_rebuilt, (type(self), self.args, self.__dict__))
@@ -124,7 +125,7 @@ class DseError(Exception):
         return "\n".join(self.lines())
 
 
-def _rebuilt(cls: type[DseError], args: tuple, state: dict) -> DseError:
+def _rebuilt(cls: type[DseError], args: tuple[Any, ...], state: dict[str, Any]) -> DseError:
     error = cls.__new__(cls)
     Exception.__init__(error, *args)
     error.__dict__.update(state)

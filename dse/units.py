@@ -321,9 +321,8 @@ def to_kind(value: object, kind: Kind, *, clock_hz: float | None = None,
             si, dim = si * clock_hz ** (-c), kind.dim
     if dim != kind.dim:
         raise UnitError(f"{expect}, found '{value}' ({_describe(dim)})")
-    if kind.dim == _dim(B=1) and _BITS.match(value):
+    if kind.dim == _dim(B=1) and (m := _BITS.match(value)):
         # Capacities are counted in bytes; "80 Gib" is almost always a typo for "80 GiB".
-        m = _BITS.match(value)
         typo = f"{m.group(1)} {m.group(2) or ''}B"
         raise UnitError(f"{expect}, found '{value}', which is in bits (b); capacities are in "
                         f"bytes (B): write '{typo}', or "

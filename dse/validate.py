@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -172,7 +173,7 @@ def read_measurements(path: Path) -> list[dict]:
     if missing:
         raise DseError(f"{path}:1: missing column(s) {', '.join(missing)}; expected the "
                        f"columns {', '.join(COLUMNS)}")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for line, raw in _csv_records(reader, path):
         where = f"{path}:{line}"
         if len(rows) == MAX_CSV_ROWS:
@@ -256,8 +257,7 @@ def run(paths: Path | Sequence[Path] | None = None,
     loaded: dict = {}
     for plan in plans:
         done = len(out)
-        out.extend(_run_plan(plan, progress and (
-            lambda n, _t, done=done: progress(done + n, total)), loaded))
+        out.extend(_run_plan(plan, progress and _offset(progress, done, total), loaded))
     return out
 
 
@@ -351,6 +351,11 @@ def _run_file(path: Path, records: list[dict], progress: Progress | None = None,
     return _run_plan(plan, progress, loaded)
 
 
+def _offset(progress: Progress, done: int, total: int) -> Progress:
+    """`progress` of one file's rows as of all files' (`done` rows before this file's)."""
+    return lambda n, _t: progress(done + n, total)
+
+
 def _run_plan(plan: _Plan, progress: Progress | None = None,
               loaded: dict | None = None) -> list[Row]:
     """Model the groups of one planned file. A row whose evaluation raises is found by
@@ -406,7 +411,7 @@ def _in_columns(error: DseError) -> str:
                         else scenario_fields.cli_name(p), flags=False)
 
 
-def _load(kind: str, name: str, loaded: dict) -> object:
+def _load(kind: str, name: str, loaded: dict[tuple[str, str], Any]) -> Any:
     """A library hardware design (spec, tech) or workload by name, read once per run."""
     if (kind, name) not in loaded:
         if kind == "hardware":  # its one design built once, not by every evaluation
@@ -436,7 +441,7 @@ def _run_group(records: list[dict], rows: list[Row], loaded: dict) -> None:
     """Predict `rows` (with their `records`), which share every model input but the batch,
     in one evaluation: a batch per design when they are whole numbers."""
     r = records[0]
-    designs, tech = _load("hardware", r["hardware"], loaded)  # type: ignore[misc]
+    designs, tech = _load("hardware", r["hardware"], loaded)
     wl = _load("workload", r["workload"], loaded)
     batches = [rec["batch"] for rec in records]
     distinct = list(dict.fromkeys(batches))
@@ -506,15 +511,15 @@ def hardware_facts(rows: Sequence[Row]) -> list[dict]:
     return out
 
 
-def summary(rows: list[Row]) -> dict:
+def summary(rows: list[Row]) -> dict[str, Any]:
     """Median, 90th percentile and maximum of |rel_error| per phase and overall."""
     def stats(errs: list[float]) -> dict:
         a = np.abs(np.asarray(errs))
         return {"n": len(a), "median": float(np.median(a)),
                 "p90": float(np.percentile(a, 90)), "max": float(a.max())}
     done = [r for r in rows if r.rel_error is not None]
-    out = {p: stats([r.rel_error for r in done if r.phase == p])  # type: ignore[misc]
-           for p in phases.names() if any(r.phase == p for r in done)}
+    out: dict[str, Any] = {p: stats([r.rel_error for r in done if r.phase == p])  # type: ignore[misc]
+                           for p in phases.names() if any(r.phase == p for r in done)}
     if done:
         out["overall"] = stats([r.rel_error for r in done])  # type: ignore[misc]
     out["skipped"] = sum(r.skipped is not None for r in rows)

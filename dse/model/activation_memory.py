@@ -136,7 +136,7 @@ def layer_activation_bytes(m: TransformerSpec, seq: ArrayLike, micro_batch: Arra
     tokens = seq * b / cp
     sp_div = np.where(sp, tp, 1)
     split = {"tp": tp, "kv": np.minimum(tp, m.n_kv_heads), "sp": sp_div}
-    kept = 0.0
+    kept: float | np.ndarray = 0.0
     for x in stored_tensors(m):
         if count == "matmul_inputs" and not x.matmul:
             continue

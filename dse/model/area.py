@@ -14,7 +14,7 @@ edge the off-chip interfaces need, and the constraints that follow. Pure numpy, 
     padding   = max(0, dies x (edge / (4 dies))^2 - total)   (pad-limited dies)
     perimeter = dies x 4 sqrt(total / dies)   (square dies)
 
-Counts are the die as built (`technology.as_built`, dse.spec.fixed_costs.spares): spares
+Counts are the die as built (`technology.as_built`, dse.spec.hardware_costs.spares): spares
 fused off for yield take silicon too, and a design derived from a die with spares (by
 `base:`, `--set` or a study) keeps its base's spare fraction. A design whose interfaces
 need more edge than its contents' perimeter is pad-limited: its dies grow until the edge
@@ -25,14 +25,15 @@ fits (I/O-bound dies are made this way), which costs area and, past the node's r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
 from dse.errors import DseError
 from dse.model.batch import DesignBatch
 from dse.model.package import Geometry, d2d_joints, geometry
-from dse.spec.fixed_costs import spares
 from dse.spec.hardware import CHANNEL_INTERFACES, HBM_INTERFACES, interface_family
+from dse.spec.hardware_costs import spares
 from dse.spec.technology import ComputeArea, Phy, TechSpec
 
 UNCORE = "uncore"
@@ -154,7 +155,7 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False,
                 raise DseError(f"{where}.channels: the area model needs the number of "
                                f"{iface} channels")
             phys.append((f"{level.name} PHY", count,
-                         _per_unit(db, i, getattr(tech.phy, interface_family(iface)))))
+                         _per_unit(db, i, getattr(tech.phy, cast(str, interface_family(iface))))))
         elif iface == "nvlink-c2c":
             phys.append((f"{level.name} PHY", _lanes(db.peak_bandwidth[:, i], tech.phy.serdes),
                          tech.phy.serdes))
@@ -183,9 +184,9 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False,
         lanes = np.where(np.isfinite(db.host_link_lanes), db.host_link_lanes,
                          _lanes(db.host_link_bandwidth, phy))
         phys.append(("host PHY", lanes, phy))
-    for name, count, phy in phys:
-        comp[name] = comp.get(name, 0.0) + count * phy.area
-        edge = edge + count * phy.edge
+    for name, count, part in phys:
+        comp[name] = comp.get(name, 0.0) + count * part.area
+        edge = edge + count * part.edge
     pk = spec.technology.package if spec.technology else None
     rules = tech.package
     hbm_sites = np.zeros(n)
@@ -224,7 +225,7 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False,
     perimeter = dies * 4.0 * np.sqrt(die)
     big = (die > tech.reticle) if reticle else np.zeros(n, dtype=bool)
     reason = np.full(n, "", dtype=object)
-    for i in np.flatnonzero(big):
+    for i in np.flatnonzero(big).tolist():
         reason[i] = reticle_reason(die[i], tech.reticle, edge[i] if pad[i] > 0 else None)
     geo = None
     if rules is not None:
@@ -235,7 +236,7 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False,
                        d2d_bandwidth=pk.d2d_bandwidth if pk else None)
     feasible = ~big
     if package and geo is not None:
-        for i in np.flatnonzero(~geo.feasible):
+        for i in np.flatnonzero(~geo.feasible).tolist():
             reason[i] = "; ".join(w for w in (str(reason[i]), str(geo.reason[i])) if w)
         feasible = feasible & geo.feasible
     published = spec.technology.die_area if spec.technology else None

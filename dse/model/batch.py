@@ -14,23 +14,27 @@ memory levels), in SI units. No I/O.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from dse import units
 from dse.errors import DseError
 from dse.spec import assumptions
-from dse.spec.catalogue import catalogue
-from dse.spec.fixed_costs import fixed_cost
+from dse.spec.catalogue import Generation, catalogue
 from dse.spec.hardware import (
     CHANNEL_INTERFACES,
     HBM_INTERFACES,
     ON_CHIP_KINDS,
     PRECISIONS,
+    Compute,
     HardwareSpec,
+    MemoryLevel,
     interface_family,
 )
+from dse.spec.hardware_costs import fixed_cost
 from dse.spec.types import MAX_WHOLE
 from dse.spec.vocabulary import COUPLED, Term, canonical, convert
 
@@ -103,6 +107,14 @@ class DesignBatch:
         ones (the schema orders kinds innermost first)."""
         return np.array([k in ON_CHIP_KINDS for k in self.level_kinds])
 
+    def one_tile(self) -> tuple[int, int, int] | None:
+        """The native tile the designs share (performance.op_times times designs of
+        different tiles in groups of one tile each)."""
+        if isinstance(self.tile, np.ndarray):
+            raise ValueError("designs of several native tiles: time each tile apart "
+                             "(dse.model.performance.op_times)")
+        return self.tile
+
     def take(self, idx: np.ndarray) -> DesignBatch:
         """The designs at `idx` of this batch (repeats allowed)."""
         fields = {}
@@ -117,7 +129,8 @@ class DesignBatch:
         fields["n"] = len(idx)
         return DesignBatch(**fields)
 
-    def by_generation(self, i: int, figure, default) -> np.ndarray:
+    def by_generation(self, i: int, figure: Callable[[Generation], Any], default: Any
+                      ) -> np.ndarray:
         """[N] `figure(generation)` of level `i`'s catalogue generation per design, `default`
         (a value or [N]) where the level names none."""
         gen = self.generation[:, i].astype(int)
@@ -245,7 +258,7 @@ def _in_range(path: str, term: Term, values: np.ndarray) -> None:
                    field=path, domain="design")
 
 
-def _tile(v: _Values, c) -> tuple[int, int, int] | np.ndarray | None:
+def _tile(v: _Values, c: Compute) -> tuple[int, int, int] | np.ndarray | None:
     """The native tile: the spec's (m, n, k), or [N, 3] where overrides vary it."""
     paths = [f"compute.matrix.tile.{d}" for d in "mnk"]
     spec_tile = (c.matrix.tile.m, c.matrix.tile.n, c.matrix.tile.k) if c.matrix.tile else None
@@ -258,7 +271,7 @@ def _tile(v: _Values, c) -> tuple[int, int, int] | np.ndarray | None:
                      for j, p in enumerate(paths)], axis=1)
 
 
-def _slice_scale(v: _Values, spec: HardwareSpec, lv, scale: dict[str, np.ndarray]
+def _slice_scale(v: _Values, spec: HardwareSpec, lv: MemoryLevel, scale: dict[str, np.ndarray]
                  ) -> np.ndarray:
     """The slice count of each design of level `lv` ([N]; 0 where the level gives no
     slices), and the factors it puts on the level's capacity and bandwidth (into `scale`,
@@ -290,7 +303,7 @@ def _slice_scale(v: _Values, spec: HardwareSpec, lv, scale: dict[str, np.ndarray
     return count
 
 
-def _generation(v: _Values, lv) -> np.ndarray:
+def _generation(v: _Values, lv: MemoryLevel) -> np.ndarray:
     """[N] catalogue index of level `lv`'s generation (-1: none). A design may change it
     within the level's family (an HBM level among HBM generations: its stacks stay stacks)."""
     at = f"memory.{lv.name}.generation"
@@ -313,7 +326,8 @@ def _generation(v: _Values, lv) -> np.ndarray:
     return gen
 
 
-def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None) -> DesignBatch:
+def design_batch(spec: HardwareSpec, overrides: Mapping[str, object] | None = None
+                 ) -> DesignBatch:
     """The designs `spec` with each override applied. All override arrays must have the same
     length N (scalars broadcast); no overrides gives one design. Bad paths or values raise
     DseError with one line."""
@@ -406,9 +420,9 @@ def design_batch(spec: HardwareSpec, overrides: dict[str, object] | None = None)
         bw_unit.append(v.get(f"{at}.bandwidth", lv.bandwidth) * scale.get("bandwidth", 1.0))
         frac.append(v.get(f"{at}.achievable.fraction",
                           lv.achievable.fraction if lv.achievable else 1.0))
-        own = lv.gather.fraction if lv.gather else None
+        stated = lv.gather.fraction if lv.gather else None
         # the gather fraction follows a --set streaming fraction unless the level states its own
-        gfrac.append(v.get(f"{at}.gather.fraction", own) if own is not None
+        gfrac.append(v.get(f"{at}.gather.fraction", stated) if stated is not None
                      or v.given(f"{at}.gather.fraction") else
                      frac[-1] * (lv.gather_fraction() / (lv.achievable.fraction
                                                          if lv.achievable else 1.0)))

@@ -9,6 +9,7 @@ import math
 import threading
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 # Designs per block: op_times works on contiguous [operators, block] arrays reused from block
 # to block, and from call to call (per thread): fresh memory is expensive where every page is
@@ -40,7 +41,7 @@ def blocks(n: int, most: int) -> list[slice]:
     return [slice(a, b) for a, b in itertools.pairwise(np.cumsum([0, *sizes]).tolist())]
 
 
-def scratch(name: str, size: int, dtype: type) -> np.ndarray:
+def scratch(name: str, size: int, dtype: DTypeLike) -> np.ndarray:
     """A flat work array of this thread, kept between calls (contents undefined)."""
     arrays = _LOCAL.__dict__.setdefault("arrays", {})
     have = arrays.get(name)

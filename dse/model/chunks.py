@@ -30,6 +30,9 @@ from dse.model.reasons import Reasons
 # with /usr/bin/time), so a chunk stays near 200 MB while numpy's per-call overhead is
 # spread over enough designs to keep the vectorized speed (~100,000 designs/s).
 CHUNK_DESIGNS = 16_384
+# batch best (dse.model.evaluate._best): candidate batches run per design at a time (here, below
+# evaluate, because the chunk size divides by it)
+BEST_CANDIDATES = 12
 # Fields of an Evaluation that describe every design at once (not one entry per design).
 _SHARED = ("hardware", "workload", "scenario", "scenario_name", "scenario_overrides",
            "chips", "tp", "pp", "level_names", "ops_name", "warnings", "batch",
@@ -51,8 +54,6 @@ def override_count(hw: object, overrides: object) -> int:
 
 
 def _smallest_chunk() -> int:
-    from dse.model.evaluate import BEST_CANDIDATES
-
     return max(CHUNK_DESIGNS // BEST_CANDIDATES, 1)
 
 
@@ -103,7 +104,7 @@ def chunked(evaluate: F) -> F:
     return run  # type: ignore[return-value]
 
 
-class _Parts(list):
+class _Parts(list[Any]):
     """The Reasons of each chunk, in order."""
 
 

@@ -37,9 +37,9 @@ from scipy.special import betainc
 from dse.errors import DseError
 from dse.model.area import AreaResult
 from dse.model.batch import DesignBatch
-from dse.spec.fixed_costs import spares
 from dse.spec.hardware import HBM_INTERFACES
-from dse.spec.technology import Market, TechSpec, Wafer
+from dse.spec.hardware_costs import spares
+from dse.spec.technology import Market, Packaging, TechSpec, Wafer
 
 _QUAD = 240  # points of the integral over the defect density (log-spaced)
 _X_LOW = 1e-9  # below this a design sees no defect: the mass there counts as yield 1
@@ -189,7 +189,7 @@ def cost(db: DesignBatch, tech: TechSpec, die: AreaResult) -> CostResult:
     # the package geometry's interposer and technology (dse.model.package): the same
     # layout, technology and limit the study's interposer constraint checks
     area, tech_name = geo.interposer_mm2, geo.packaging
-    techs = ("organic", "cowos-s", "cowos-l")
+    techs: tuple[Packaging, ...] = ("organic", "cowos-s", "cowos-l")
     which = np.array([techs.index(t) for t in tech_name], dtype=int)
 
     def pick(field: str) -> np.ndarray:

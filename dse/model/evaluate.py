@@ -41,9 +41,9 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import numpy as np
 
@@ -53,7 +53,7 @@ from dse.model import die_links, training
 from dse.model import reasons as reason_codes
 from dse.model.area import area
 from dse.model.batch import DesignBatch, design_batch
-from dse.model.chunks import chunked  # issue 15: chunked evaluation
+from dse.model.chunks import BEST_CANDIDATES, chunked  # issue 15: chunked evaluation
 from dse.model.execution import Execution
 from dse.model.operating_point import CALIBRATION_GEMMS, calibrate
 from dse.model.parallel import chip_ops
@@ -82,7 +82,6 @@ from dse.workloads.serving import batch_limit, engine_of, iteration
 # batch best (_best): candidate batches run per design at a time; linear passes around a peak
 # until every whole batch next to it is tried (each narrows the window ~5x: 10^6 sequences
 # take ~8 passes).
-BEST_CANDIDATES = 12
 MAX_BEST_PASSES = 16
 GRID_STEPS = 2  # pass 1: batches 2^(j / GRID_STEPS), rounded, up to the most that fit
 BEST_BASINS = 2  # the grid's peaks refined
@@ -192,7 +191,7 @@ class Evaluation:
         with np.errstate(invalid="ignore"):
             return np.where(self.ops_count > 0, self.ops_count * self.ops_time, 0.0)
 
-    def op_records(self, i: int = 0) -> list[dict]:
+    def op_records(self, i: int = 0) -> list[dict[str, Any]]:
         """Operators of design i: name, count, flops and bytes (totals over the count, per
         chip), time (total), share of the step, bound; sorted by time, longest first."""
         spent = self.ops_spent[i]
@@ -246,7 +245,7 @@ def _found(value: object) -> str:
     return f"{type(value).__name__} {shown}"
 
 
-def _expect(keyword: str, what: str, value: object) -> None:
+def _expect(keyword: str, what: str, value: object) -> NoReturn:
     raise ArgumentError(f"{keyword}: expected {what}, found {_found(value)}")
 
 
@@ -350,7 +349,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
              precision: str | None = None, kv_precision: str | None = None,
              latency_target: float | str | None = None,
              chips: int = 1, tp: int = 1, pp: int = 1, execution: Execution | None = None,
-             overrides: dict[str, object] | None = None,
+             overrides: Mapping[str, object] | None = None,
              fusion: str = "flash", tech: TechSpec | None = None,
              reticle: bool = True, area_budget: float | None = None) -> Evaluation:
     """Evaluate every design of `hw` (a spec with `overrides`, or a DesignBatch) on one
@@ -375,9 +374,9 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
         per_design, batch = _batch_values(batch, db.n), None
         if db.n == 1:
             db = db.take(np.zeros(len(per_design), dtype=int))
-    given = {"phase": phase, "batch": batch, "seq_in": seq_in, "seq_out": seq_out,
-             "precision": precision, "kv_precision": kv_precision,
-             "latency_target": latency_target}
+    given: dict[str, Any] = {"phase": phase, "batch": batch, "seq_in": seq_in,
+                             "seq_out": seq_out, "precision": precision,
+                             "kv_precision": kv_precision, "latency_target": latency_target}
     given = {k: v for k, v in given.items() if v is not None}
     if per_design is not None:
         # each distinct value checked as the scenario's batch, so a bad one reads as usual
@@ -580,8 +579,9 @@ def _run(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
          target: bool = False) -> Run:
     """One pass of the pipeline. `batch`: [N] sequences per replica (None: the scenario's
     batch, ceil(batch / dp) per replica); `sequences`: of the whole system."""
+    per_replica: float | np.ndarray  # sequences per replica: one, or [N] per design
     if batch is None:
-        per_replica = float(math.ceil(sc.batch / ex.dp))
+        per_replica = float(math.ceil(int(sc.batch) / ex.dp))
         table = lower(wl, sc.model_copy(update={"batch": int(per_replica)}), chips=ex.dp)
     else:
         per_replica = batch

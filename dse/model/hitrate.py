@@ -233,7 +233,8 @@ def _che(t: _Tables, capacity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return hits, np.clip((hits * share).sum(axis=1), 0.0, 1.0)
 
 
-def _che_solve(weight, p, share, size, c, room) -> np.ndarray:
+def _che_solve(weight: np.ndarray, p: np.ndarray, share: np.ndarray, size: np.ndarray,
+               c: np.ndarray, room: np.ndarray) -> np.ndarray:
     """Solve sum space (1 - e^(-q T)) = c for T by safeguarded Newton on (ln T, ln occupancy)
     (space = weight x size bytes, q = share x p per node: [M or 1, T, K]; c, room [M]), then
     each table's hit rate, sum weight p (1 - e^(-q T)), [M, T]."""
@@ -254,7 +255,8 @@ def _che_solve(weight, p, share, size, c, room) -> np.ndarray:
     return (weight * p * _fill(lnq, u[:, None, None])[0]).sum(axis=2)
 
 
-def _che_terms(weight, p, share, size):
+def _che_terms(weight: np.ndarray, p: np.ndarray, share: np.ndarray, size: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """ln of each node's request probability (-inf: never requested), its bytes, and the
     bracket terms: the smallest request probability and the bytes per request."""
     q = share * p
@@ -273,7 +275,8 @@ def _fill(lnq: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return -np.expm1(-tq), np.exp(x - tq)
 
 
-def _che_grid(weight, p, share, size, c, room) -> np.ndarray:
+def _che_grid(weight: np.ndarray, p: np.ndarray, share: np.ndarray, size: np.ndarray,
+              c: np.ndarray, room: np.ndarray) -> np.ndarray:
     """`_che_solve` for many capacities c [M] over the same tables ([1, T, K] nodes):
     occupancy and hit rates tabulated on a grid of ln T with their exact derivatives, then
     interpolated (monotone cubic Hermite) at each capacity; error < 1e-6 at the grid step.
@@ -289,7 +292,8 @@ _TABLES: dict[bytes, tuple[np.ndarray, ...]] = {}
 _TABLES_KEPT = 32  # distinct table sets memoized (oldest dropped first)
 
 
-def _che_table(weight, p, share, size, room) -> tuple[np.ndarray, ...]:
+def _che_table(weight: np.ndarray, p: np.ndarray, share: np.ndarray, size: np.ndarray,
+               room: np.ndarray) -> tuple[np.ndarray, ...]:
     key = b"".join(np.ascontiguousarray(np.broadcast_to(x, weight.shape), dtype=float).tobytes()
                    for x in (weight, p, share, size)) + np.float64(room).tobytes()
     hit_ = _TABLES.get(key)
@@ -342,7 +346,7 @@ def lru_hit_rate(rows: ArrayLike, alpha: ArrayLike, capacity_rows: ArrayLike) ->
     _rows(r)
     same = r.size > 0 and np.all(r == r[0]) and np.all(a == a[0])
     one = np.ones((1, 1))
-    t = _Tables(*((x[:1] if same else x)[:, None] for x in (r, a)), one, one)
+    t = _Tables((r[:1] if same else r)[:, None], (a[:1] if same else a)[:, None], one, one)
     return _che(t, np.minimum(c, r))[0][:, 0].reshape(shape)
 
 

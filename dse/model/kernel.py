@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 
 from dse.model.batch import DesignBatch
-from dse.workloads.transformer import DTYPE_BYTES
+from dse.workloads.optable import DTYPE_BYTES
 
 # Precisions tried, in order, when a chip has no rate at the operator's own precision
 # (e.g. fp8 on an A100 runs as fp16): same width first, then wider.
@@ -116,7 +116,7 @@ def issue_factor(batch: DesignBatch, shape: np.ndarray, dtypes: list[str],
     (`misaligned`); None when both are 1 everywhere."""
     out = None
     if batch.blocks:
-        out = wave_factor(shape, batch.tile, batch.units, batch.blocks, is_matrix)
+        out = wave_factor(shape, batch.one_tile(), batch.units, batch.blocks, is_matrix)
     if np.isfinite(batch.align_bytes).any():
         size = np.array([DTYPE_BYTES[d] for d in dtypes])
         # The rule is the library GEMM's: fused attention kernels pad their tiles themselves,
@@ -175,7 +175,7 @@ def wave_factor(shape: np.ndarray, tile: tuple[int, int, int] | None, units: np.
         waves *= u * (bm * bn)
         np.fmax(best, useful / waves, out=best)
     np.minimum(best, 1.0, out=best)
-    out[:, cols] = best if per_design else best[inverse.ravel()]
+    out[:, cols] = best if inverse is None else best[inverse.ravel()]
     return out
 
 

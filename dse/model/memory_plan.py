@@ -59,7 +59,7 @@ from dse.model.training import (
 )
 from dse.model.training_memory import TrainingMemory, TrainingPlan, plan_training_memory
 from dse.spec.messages import describe
-from dse.spec.workload import Offload, Scenario, Training, WorkloadSpec
+from dse.spec.workload import Offload, Scenario, Training, TransformerSpec, WorkloadSpec
 
 PARTS = ("parameters", "gradients", "optimizer_state", "activations", "temporary")
 # Tensor parallelism within one scale-up node: 8 GPUs per NVLink node (DGX/HGX H100, A100);
@@ -188,6 +188,7 @@ def breakdown(ev: Evaluation, db: DesignBatch) -> dict[str, Any]:
     per level, what sits beyond the fast tier, the setup that ran and its step."""
     sc = ev.scenario
     t = sc.training or Training()
+    ran = ev.execution or Execution(chips=ev.chips, tp=ev.tp, pp=ev.pp)
     levels = list(ev.level_names)
     placement = {lv: float(ev.memory_bytes[0, k]) for k, lv in enumerate(levels)}
     fast, slow = tiers(db)
@@ -212,7 +213,7 @@ def breakdown(ev: Evaluation, db: DesignBatch) -> dict[str, Any]:
                  "virtual_stages": int(tr["virtual_stages"][0]),
                  "offload": t.offload.model_dump() if t.offload else None,
                  "chosen": [f for f in OPEN_FIELDS if getattr(t, f) is None]
-                 + (["schedule"] if schedule_chosen(ev.execution) else [])}
+                 + (["schedule"] if schedule_chosen(ran) else [])}
     metric = {k: _num(ev.metrics[k][0]) if k in ev.metrics else None
               for k in ("step_time_s", "tokens_per_s", "samples_per_s", "mfu",
                         "model_flop_per_s_per_chip")}
@@ -267,7 +268,8 @@ def _spread(values: tuple[int, ...], k: int) -> tuple[int, ...]:
                                            for j in range(k)}))
 
 
-def strategies(wl: WorkloadSpec, sc: Scenario, db: DesignBatch, chips: int) -> list[Strategy]:
+def strategies(wl: TransformerSpec, sc: Scenario, db: DesignBatch, chips: int
+               ) -> list[Strategy]:
     """Every strategy of the module docstring's enumeration, grouped by (tp, pp, offload)
     and, within a group, in the step model's order of preference."""
     t = sc.training or Training()
@@ -308,13 +310,13 @@ def _scenario_of(sc: Scenario, s: Strategy, offload_params: bool) -> Scenario:
     return sc.model_copy(update={"training": block})
 
 
-def plan_all(wl: WorkloadSpec, sc: Scenario, chips: int, cands: list[Strategy],
+def plan_all(wl: TransformerSpec, sc: Scenario, chips: int, cands: list[Strategy],
              offload_params: bool = False) -> TrainingMemory:
     """The memory planner over every strategy at once: the plan of each (tp, pp, offload)
     group (dse.model.training.plan_of, as the step model plans it) joined into one."""
     plans, sizes = [], []
-    for _, group in itertools.groupby(cands, key=lambda s: (s.tp, s.pp, s.offload)):
-        group = list(group)
+    for _, grouped in itertools.groupby(cands, key=lambda s: (s.tp, s.pp, s.offload)):
+        group = list(grouped)
         g = group[0]
         sc_g = _scenario_of(sc, g, offload_params)
         ex = Execution(chips=chips, tp=g.tp, pp=g.pp).with_training(sc_g.training)
@@ -357,10 +359,10 @@ def shortlist(cands: list[Strategy], fits: np.ndarray, limit: int = MAX_EVALUATE
     candidates are in the step model's order of preference, which picks the same); at most
     `limit`, taking the largest micro-batch of every group first, then the next largest."""
     fits = fits.reshape(len(cands), -1)
-    groups: dict[tuple, dict[int, list[int]]] = {}
+    groups: dict[tuple[Any, ...], dict[int, list[int]]] = {}
     for r in range(fits.shape[1]):
-        firsts: dict[tuple, int] = {}
-        for i in np.flatnonzero(fits[:, r]):
+        firsts: dict[tuple[Any, ...], int] = {}
+        for i in np.flatnonzero(fits[:, r]).tolist():
             s = cands[i]
             firsts.setdefault((s.tp, s.pp, s.offload, s.micro_batch), int(i))
         for (tp, pp, off, b), i in firsts.items():
@@ -399,6 +401,9 @@ def suggest(db: DesignBatch, wl: WorkloadSpec, name: str, sc: Scenario, chips: i
     if not isinstance(sc.batch, int):
         raise DseError(f"training takes a whole global batch, found {sc.batch}",
                        field="batch", value=sc.batch, rule="a whole global batch")
+    if not isinstance(wl, TransformerSpec):  # dse memory refuses --suggest for other kinds
+        raise DseError(f"is for Transformers; {wl.name} is a {wl.kind}", field="suggest",
+                       domain="training", inline=True)
     cands = strategies(wl, sc, db, chips)
     summary: dict[str, Any] = {"enumerated": len(cands), "fit": 0, "evaluated": 0,
                                "feasible": 0, "failed": [], "least_memory": None,

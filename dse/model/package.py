@@ -73,7 +73,8 @@ def die_edges(die_mm2: np.ndarray, aspect: float) -> tuple[np.ndarray, np.ndarra
     return np.sqrt(die * aspect), np.sqrt(die / aspect)
 
 
-def stacks_per_edge(edge_mm: np.ndarray, width_mm: float, overhang_mm: float) -> np.ndarray:
+def stacks_per_edge(edge_mm: np.ndarray, width_mm: float | np.ndarray, overhang_mm: float
+                    ) -> np.ndarray:
     """Stacks of width `width_mm` a die edge of `edge_mm` faces, a row of stacks reaching
     `overhang_mm` past each end of the edge."""
     return np.floor((np.asarray(edge_mm, dtype=float) + 2.0 * overhang_mm) / width_mm + 1e-9)
@@ -103,8 +104,8 @@ def _free_edges(dies: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def interposer_area_mm2(die_mm2: np.ndarray, dies: np.ndarray, stacks: np.ndarray,
                         rules: PackageRules, *, aspect: float | None = None,
-                        hbm_edges: int | None = None, width_mm: float = 11.0,
-                        depth_mm: float = 11.0) -> np.ndarray:
+                        hbm_edges: int | None = None, width_mm: float | np.ndarray = 11.0,
+                        depth_mm: float | np.ndarray = 11.0) -> np.ndarray:
     """[N] interposer (or substrate) area, mm^2: the bounding box of `dies` dies of
     `die_mm2` each (laid out by `layout`) and `stacks` HBM stacks of `width_mm` x `depth_mm`
     in rows along the free long edges (then short edges, up to `hbm_edges`), with the
@@ -153,8 +154,10 @@ def geometry(die_mm2: np.ndarray, dies: np.ndarray, stacks: np.ndarray, rules: P
     aspect = rules.aspect_ratio if aspect is None else aspect
     k = rules.hbm_edges if hbm_edges is None else hbm_edges
     overhang = rules.hbm_overhang or 0.0
+    w: float | np.ndarray  # stack width and depth, mm: one, or one per design
+    d: float | np.ndarray
     if isinstance(interface, np.ndarray):  # per design (a study varying the generation)
-        outline = [rules.footprint.get(f) for f in interface]  # type: ignore[call-overload]
+        outline = [rules.footprint.get(f) for f in interface]
         w = np.array([f.width if f is not None else 11.0 for f in outline])
         d = np.array([f.depth if f is not None else 11.0 for f in outline])
         names = np.array([(str(f) or "HBM").upper() for f in interface], dtype=object)

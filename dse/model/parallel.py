@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -38,9 +39,8 @@ from dse import phases
 from dse.model.batch import DesignBatch
 from dse.model.execution import Execution
 from dse.model.performance import A, ChipOps
+from dse.workloads.optable import DTYPE_BYTES, TENSOR_CLASSES, Facts, OpTable
 from dse.workloads.optable import SPLITS as TABLE_SPLITS
-from dse.workloads.optable import TENSOR_CLASSES, Facts, OpTable
-from dse.workloads.transformer import DTYPE_BYTES
 
 # What a collective is for (Collectives.role): the stages that plan, overlap or count a
 # collective find it by its role, never by its name.
@@ -241,6 +241,8 @@ def chip_ops(table: OpTable, ex: Execution, stages_in_sequence: bool = True,
 def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Collectives:
     """The collective each split declares (over the tp group) and the pipeline sends."""
     tp, pp = ex.tp, ex.pp
+    sizes: list[float | np.ndarray]  # bytes and calls per collective: one, or [N] per design
+    counts: list[float | np.ndarray]
     names, kinds, stages, groups, sizes, counts = [], [], [], [], [], []
     roles: list[str] = []
     # throughput phases: a chip runs the layers of its stage only (as chip_ops counts them)
@@ -299,13 +301,14 @@ def _collectives(table: OpTable, ex: Execution, stages_in_sequence: bool) -> Col
     return collectives_of(names, kinds, stages, groups, sizes, counts, roles)
 
 
-def collectives_of(names: list, kinds: list, stages: list, groups: list, sizes: list,
-                   counts: list, roles: list) -> Collectives:
+def collectives_of(names: list[str], kinds: list[str], stages: list[str], groups: list[int],
+                   sizes: list[float | np.ndarray], counts: list[float | np.ndarray],
+                   roles: list[str]) -> Collectives:
     """Collectives from one list per field, one entry per collective (sizes and counts:
     numbers, or [N] arrays where they differ by design; roles: of ROLES)."""
     lead = np.broadcast_shapes(*(np.shape(v) for v in (*sizes, *counts))) if sizes else ()
 
-    def cols(values: list) -> np.ndarray:
+    def cols(values: list[Any]) -> np.ndarray:
         if not values:
             return np.zeros(0)
         return np.stack([np.broadcast_to(np.asarray(v, dtype=float), lead) for v in values],

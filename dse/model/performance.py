@@ -103,8 +103,8 @@ class _Classes:
     @classmethod
     def of(cls, read: np.ndarray, written: np.ndarray) -> _Classes:
         """From the bytes, [I, C] or [B, I, C] (any design)."""
-        r = read.any(axis=0) if read.ndim == 3 else read != 0
-        w = written.any(axis=0) if written.ndim == 3 else written != 0
+        r = np.asarray(read.any(axis=0) if read.ndim == 3 else read != 0)
+        w = np.asarray(written.any(axis=0) if written.ndim == 3 else written != 0)
         has = [r[:, c] | w[:, c] for c, _, _ in PLACED_ROLES]
         mixed = np.flatnonzero(np.logical_or.reduce(has)) if has else np.zeros(0, np.intp)
         rows = tuple(np.flatnonzero(h) for h in has)
@@ -133,7 +133,8 @@ def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     for g, key in enumerate(keys):
         idx = np.flatnonzero(group.ravel() == g)
         sub = dataclasses.replace(
-            batch.take(idx), tile=None if np.isnan(key[0]) else tuple(int(v) for v in key[:3]),
+            batch.take(idx), tile=None if np.isnan(key[0]) else (int(key[0]), int(key[1]),
+                                                                 int(key[2])),
             register_file=None if np.isnan(key[3]) else float(key[3]))
         parts.append((idx, _op_times(sub, _take_ops(ops, idx, n),
                                      {c: h[idx] for c, h in home.items()}, act_home[idx])))
@@ -220,7 +221,7 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
 
     # What is the same for every design is worked out once; the rest per block (it reads
     # the block's bytes and shapes, which its copies then find in the caches).
-    tile = batch.tile
+    tile = batch.one_tile()
     shape, r, w = ops.shape, ops.read, ops.written
     # Thread-block waves and the alignment rule scale the matrix rate ([N, I]; None: 1).
     issue = issue_factor(batch, shape, dtypes, is_matrix, ops.kind)
@@ -276,17 +277,19 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
                 np.maximum(x, 1.0, out=x)
         util = gm.util
         if util is None:
-            for j, t in enumerate(tile):
+            for j, t in enumerate(tile or ()):  # (util is None only with a tile)
                 f, rows = gm.factors[j], gm.factor_rows[j]
-                if f is None:
+                if f is None:  # the factor differs by design, as does the dimension
+                    col_b = dim_b[j]
+                    assert col_b is not None
                     f = roof if util is None else mem
-                    np.divide(dim_b[j], t, out=f)
+                    np.divide(col_b, t, out=f)
                     np.ceil(f, out=f)
                     f *= t
-                    np.divide(dim_b[j], f, out=f)
-                elif not rows.size:
+                    np.divide(col_b, f, out=f)
+                elif rows is None or not rows.size:  # (rows is None only where f is)
                     continue  # 1 for every GEMM
-                elif util is roof and 2 * rows.size < n_ops:
+                elif util is not None and util is roof and 2 * rows.size < n_ops:
                     roof[rows] *= f[rows]
                     continue
                 util = f if util is None else np.multiply(util, f, out=roof)
@@ -295,6 +298,9 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
                 x[vector_rows] = 0.0
         m_dim = gm.m_dim if dim_b[0] is None else dim_b[0]
         n_dim = gm.n_dim if dim_b[1] is None else dim_b[1]
+        # fixed for every design (Gemms) or per design (dim_b): one of the two is set, and
+        # so is the utilization (Gemms.util, else a factor that differs by design)
+        assert m_dim is not None and n_dim is not None and util is not None
         # GEMM dimension along which each role's operand is re-read: the B operand (weights,
         # KV cache) once per row of output tiles (M), the A operand once per column (N).
         role_dim = {"b": m_dim, "a": n_dim}
@@ -344,7 +350,7 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         above: tuple[Side, Side] | None = None  # the tile sides at the level above
         for level in reversed(range(lv)):
             side_a, side_b = sides[level]
-            if isinstance(side_a, np.ndarray):
+            if isinstance(side_a, np.ndarray) and isinstance(side_b, np.ndarray):
                 side_a, side_b = side_a[d], side_b[d]
             side = {"a": side_a, "b": side_b}
             new = [through.add(level) for _, _, _, _, through, _ in placed]
@@ -362,6 +368,7 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
                         term = read_b * crossings(n_dim if role == "a" else m_dim,
                                                   side[role]) if role else read_b
                         act = term + write_b if act is None else act + term + write_b
+                    assert act is not None  # `transient` is not empty
                     if level > act_lo:  # only where the activations live at l or beyond
                         np.multiply(act, np.greater_equal(act_at, level, out=hit), out=out)
                     else:
@@ -372,14 +379,14 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
                         # share stored at l or beyond, for the operators that have such bytes
                         # (x the share is skipped where it is 1 for every operator: exact).
                         mixed_out.fill(0.0)
-                        for read_b, dim, role, write_b, through, at in placed:
+                        for read_b, dim, role, wrote, through, at in placed:
                             part = work_rows(part_work, len(at), b)
-                            if role:
+                            if role and dim is not None:  # (a role's operands have a dim)
                                 np.multiply(read_b, crossings(dim, side[role]), out=part)
                             else:
                                 np.copyto(part, np.broadcast_to(read_b, part.shape))
-                            if write_b is not None:
-                                part += write_b
+                            if wrote is not None:
+                                part += wrote
                             if not through.ones():
                                 part *= through.value
                             mixed_out[at] += part

@@ -118,7 +118,7 @@ def level_energy(db: DesignBatch, tech: TechSpec) -> np.ndarray:
 def _op_energy(table: OpEnergy, precision: str) -> float:
     for p in (*FALLBACK.get(precision, (precision,)), "bf16", "fp16"):
         if p in table.per_op:
-            return table.per_op[p]  # type: ignore[index]
+            return table.per_op[p]
     raise AssertionError("a node file always has bf16 or fp16")  # pragma: no cover
 
 

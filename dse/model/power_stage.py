@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class Powered:
     feasible: np.ndarray  # [N] bool: fits the reticle, the area budget and the TDP
 
 
-def with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dict, *,
+def with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dict[str, Any], *,
                chips: int, stages: int, reason: Reasons, reticle: bool,
                area_budget: float | None, operating_point: OperatingPoint) -> Powered:
     """Metrics with power and energy added and the clock a TDP allows (stage `power`); see

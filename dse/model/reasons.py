@@ -37,7 +37,22 @@ CODES = (MEMORY, NO_RATE, NO_LINK, ENGINE_LIMIT, LATENCY_TARGET)
 
 
 def _worded(word: str | Word) -> Word:
-    return word if callable(word) else (lambda i, text=word: text)
+    if callable(word):
+        return word
+    text = word
+
+    def fixed(i: int) -> str:
+        return text
+
+    return fixed
+
+
+def _renumbered(word: Word, index: np.ndarray) -> Word:
+    """`word` of design index[j] for design j."""
+    def at(j: int) -> str:
+        return word(int(index[j]))
+
+    return at
 
 
 class Reasons:
@@ -95,7 +110,8 @@ class Reasons:
     def coded(self, mask: np.ndarray | bool, code: str, amount: Any = None) -> Reasons:
         """The same words, with the designs in `mask` marked as having a reason of kind
         `code` (for reasons worded elsewhere, Reasons.of)."""
-        return self._with(self.clauses, *self._coded(mask, code, amount))
+        return self._with(self.clauses,
+                          *self._coded(np.asarray(mask, dtype=bool), code, amount))
 
     @classmethod
     def none(cls, n: int) -> Reasons:
@@ -122,13 +138,15 @@ class Reasons:
               amount: Any = None) -> Reasons:
         """A reason for the designs in `mask` that have none yet (the first check to fail
         names the design's problem), of kind `code` with `amount` ([N] or one value)."""
-        mask = np.asarray(mask, dtype=bool) & ~self.any
+        held: np.ndarray = np.asarray(mask, dtype=bool) & ~self.any
+        mask = held
         return self._with([*self.clauses, (mask, _worded(word))],
                           *self._coded(mask, code, amount))
 
     def also(self, mask: np.ndarray | bool, word: str | Word, code: str | None = None,
              amount: Any = None) -> Reasons:
         """One more reason for the designs in `mask`, after the ones they have."""
+        mask = np.asarray(mask, dtype=bool)
         return self._with([*self.clauses, (mask, _worded(word))],
                           *self._coded(mask, code, amount))
 
@@ -149,8 +167,7 @@ class Reasons:
     def take(self, index: np.ndarray) -> Reasons:
         """The reasons of designs `index` (ints), in that order."""
         index = np.asarray(index, dtype=np.intp)
-        return Reasons(len(index), [(m[index], lambda j, w=w: w(int(index[j])))
-                                    for m, w in self.clauses],
+        return Reasons(len(index), [(m[index], _renumbered(w, index)) for m, w in self.clauses],
                        {c: m[index] for c, m in self._codes.items()},
                        {c: a[index] for c, a in self._amounts.items()})
 
@@ -222,15 +239,15 @@ class Reasons:
     def astype(self, dtype: Any) -> np.ndarray:
         return np.asarray(self).astype(dtype)
 
-    def __eq__(self, other: object) -> Any:  # type: ignore[override]
+    def __eq__(self, other: object) -> Any:
         if isinstance(other, str) and other == "":
             return ~self.any
         return np.asarray(self) == (np.asarray(other) if isinstance(other, Reasons) else other)
 
-    def __ne__(self, other: object) -> Any:  # type: ignore[override]
+    def __ne__(self, other: object) -> Any:
         return ~(self == other)
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Any, ...]:
         # worded when pickled (to another process): the clauses' functions are closures
         return (_unpickled, (np.asarray(self), self._codes, self._amounts))
 

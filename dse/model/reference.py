@@ -41,7 +41,8 @@ def _ref_rates(batch: DesignBatch, dtypes: np.ndarray
         m_cols[dt], v_cols[dt] = matrix, vector
         g_cols[dt] = vector * (batch.matrix_fraction[p] * typical if p in batch.matrix_peak
                                else 1.0)
-    return tuple(np.stack([c[d] for d in dtypes], axis=1) for c in (m_cols, v_cols, g_cols))
+    m, v, g = (np.stack([c[d] for d in dtypes], axis=1) for c in (m_cols, v_cols, g_cols))
+    return m, v, g
 
 
 def _ref_tile_utilization(shape: np.ndarray, tile: tuple[int, int, int] | None) -> np.ndarray:
@@ -113,7 +114,7 @@ def reference_op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndar
     levels = np.arange(lv)
     is_matrix = np.isin(ops.kind, MATRIX_KINDS)
     m_rate, v_rate, gemm_on_vector = _ref_rates(batch, ops.dtype)
-    util = _ref_tile_utilization(ops.shape, batch.tile)
+    util = _ref_tile_utilization(ops.shape, batch.one_tile())
     issue = _ref_issue(batch, ops.shape, ops.dtype, is_matrix, ops.kind)
     matrix_rate = m_rate * util[None, :] * issue
     if batch.vector_peak:

@@ -338,7 +338,9 @@ def phase_metrics(f: Facts, st: Step, sequences: np.ndarray | float, chips: int,
 def fit_word(db: DesignBatch, fp: Footprint, short: np.ndarray) -> Callable[[int], str]:
     """Why the placement of design i fails (for a design with short > 0), worded when
     called: dse.model.reasons words only the designs someone reads."""
-    gb = lambda v: units.format_quantity(float(v), units.BYTES)  # noqa: E731
+    def gb(v: float) -> str:
+        return units.format_quantity(float(v), units.BYTES)
+
     room = db.resident_capacity.sum(axis=1)
     parts = {name.replace("_", " ").replace("kv", "KV"): np.broadcast_to(v, (db.n,))
              for name, v in fp.bytes.items()}

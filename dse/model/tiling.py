@@ -95,9 +95,10 @@ class Gemms:
                 dim = np.maximum(col, 1.0)
                 factors.append((dim / (np.ceil(dim / t) * t))[:, None])
         util = None
-        if all(f is not None for f in factors):
+        known = [f for f in factors if f is not None]
+        if len(known) == len(factors):
             util = np.ones((len(is_matrix), 1))
-            for f in factors:
+            for f in known:
                 util *= f
         matrix = is_matrix[:, None]
         m_dim, n_dim = (None if col is None else np.where(matrix, np.maximum(col[:, None], 1.0),

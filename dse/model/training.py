@@ -65,9 +65,9 @@ from dse.model.stages import (
 from dse.model.training_memory import TrainingPlan, plan_training_memory
 from dse.spec.workload import Scenario, Training, TransformerSpec, parameter_counts
 from dse.workloads import lower
-from dse.workloads.optable import MATRIX_KINDS, TENSOR_CLASSES, OpTable
+from dse.workloads.common import PRECISIONS, attention_pairs
+from dse.workloads.optable import DTYPE_BYTES, MATRIX_KINDS, TENSOR_CLASSES, OpTable
 from dse.workloads.training import TRAINING_PRECISIONS, state_bytes
-from dse.workloads.transformer import DTYPE_BYTES, PRECISIONS, attention_pairs
 
 # Micro-batch sizes tried when the scenario gives none: every divisor of a replica's share
 # of the global batch up to this many sequences (frameworks take any divisor: llm-foundry
@@ -120,7 +120,7 @@ class Choice:
     virtual_stages: int = 1
     """Model chunks per pipeline rank: 1 runs 1F1B, more the interleaved schedule."""
 
-    def fields(self) -> dict:
+    def fields(self) -> dict[str, Any]:
         """The `training:` fields this setup sets (the schedule follows virtual_stages)."""
         return {**dataclasses.asdict(self),
                 "schedule": schedule_of(self.virtual_stages)}
@@ -474,11 +474,12 @@ def _overlapped(st: Step, m: float) -> Step:
         return sum(st.time[:, c[:1]].sum(axis=1) for c in cols.values())
 
     # the window each role's collectives hide under (roles: dse.model.parallel.ROLES)
-    windows = {"gradient_reduce": lambda: bwd, "gradient_reduce_scatter": lambda: bwd,
-               "parameter_all_gather": lambda: fwd,
-               "parameter_prefetch": lambda: (fwd + bwd) / 2.0,
-               "context_kv_gather": lambda: attention("forward"),
-               "context_kv_scatter": lambda: attention("backward")}
+    windows: dict[str, Callable[[], np.ndarray]] = {
+        "gradient_reduce": lambda: bwd, "gradient_reduce_scatter": lambda: bwd,
+        "parameter_all_gather": lambda: fwd,
+        "parameter_prefetch": lambda: (fwd + bwd) / 2.0,
+        "context_kv_gather": lambda: attention("forward"),
+        "context_kv_scatter": lambda: attention("backward")}
     time = st.time.copy()
     for role, window in windows.items():
         cols = np.flatnonzero(st.of_role(role))
@@ -534,7 +535,7 @@ def _combine(runs: list[tuple[Choice, TrainingRun]], best: np.ndarray) -> Traini
             stacked, best.reshape((1, -1) + (1,) * (stacked.ndim - 2)), axis=0)[0]
 
     s0 = rs[0].step
-    per_design = {f: pick([getattr(r.step, f) for r in rs])
+    per_design: dict[str, Any] = {f: pick([getattr(r.step, f) for r in rs])
                   for f in ("count", "flops", "traffic", "compute", "time", "bound", "total",
                             "missing_rate", "no_link")}
     if np.ndim(s0.link_bytes) == 2:

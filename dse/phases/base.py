@@ -33,9 +33,12 @@ Array = np.ndarray
 class ServingIteration(Protocol):
     """The steady-state iteration of a serving engine (dse.workloads.serving.Iteration)."""
 
-    prefill_iterations: Array | float
-    lifetime: Array | float
-    overhead: float
+    @property
+    def prefill_iterations(self) -> Array | float: ...
+    @property
+    def lifetime(self) -> Array | float: ...
+    @property
+    def overhead(self) -> float: ...
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from dse.phases.base import Phase, Rates, step_rates
+from dse.phases.base import Array, Phase, Rates, step_rates
 
 
-def rates(r: Rates) -> dict:
+def rates(r: Rates) -> dict[str, Array]:
     """TPOT = step / seq_out; one sequence's rate seq_out / step; the system's batch x that
     (a batch that does not divide among the replicas counts only its own sequences)."""
     m = step_rates(r)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dse.phases.base import Phase, Rates, step_rates
+from dse.phases.base import Array, Phase, Rates, step_rates
 
 
-def rates(r: Rates) -> dict:
+def rates(r: Rates) -> dict[str, Array]:
     """The step and the FLOP/s it achieves."""
     return step_rates(r)
 

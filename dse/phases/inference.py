@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from dse.phases.base import Phase, Rates, step_rates
+from dse.phases.base import Array, Phase, Rates, step_rates
 
 
-def rates(r: Rates) -> dict:
+def rates(r: Rates) -> dict[str, Array]:
     """Samples per second; tokens per second per chip where samples are token sequences."""
     m = step_rates(r)
     m["samples_per_s"] = np.asarray(r.sequences) / r.time

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from dse.phases.base import Phase, Rates, step_rates
+from dse.phases.base import Array, Phase, Rates, step_rates
 
 
-def rates(r: Rates) -> dict:
+def rates(r: Rates) -> dict[str, Array]:
     """TTFT = latency = the step; prompt tokens per second per chip."""
     m = step_rates(r)
     m["ttft_s"] = r.time

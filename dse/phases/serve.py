@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from dse.phases.base import Phase, Rates, step_rates
+from dse.phases.base import Array, Phase, Rates, step_rates
 
 
-def rates(r: Rates) -> dict:
+def rates(r: Rates) -> dict[str, Array]:
     """The iteration takes the operators' time plus the engine's host overhead: TPOT = one
     iteration, TTFT = the k iterations that carry a prompt, a request's latency = its
     L = k + s_out - 1 iterations, output tokens per second = B s_out / L per iteration."""

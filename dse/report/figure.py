@@ -460,7 +460,8 @@ def boxes_of(artists: Sequence[Any], renderer: Any, pad: float = 2.0) -> list[Bo
     return out
 
 
-def line_boxes(ax: Any, xs: Sequence[float], ys: Sequence[float], samples: int = 150,
+def line_boxes(ax: Any, xs: Sequence[float] | np.ndarray, ys: Sequence[float] | np.ndarray,
+               samples: int = 150,
                half: float = 2.0) -> list[Box]:
     """A drawn line (data coordinates, straight between points on the axes' scales) as a
     row of small pixel boxes, for labels to keep off it."""
@@ -501,7 +502,7 @@ def label_markers(fig: Any, ax: Any, items: Sequence[tuple[str, float, float]],
                   _frame(ax, renderer), markers if markers is not None
                   else [tuple(a) for a in anchors], reach=marker_px)
     to_points = 72.0 / fig.dpi
-    out = []
+    out: list[Any] = []
     for k, ((text, x, y), spot, (px, py)) in enumerate(zip(items, spots, anchors,
                                                            strict=True)):
         if spot is None:

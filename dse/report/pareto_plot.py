@@ -412,7 +412,9 @@ def draw_parallel(d: ParallelData, paths: list[Path]) -> None:
     if len(d.background):
         # faint where thousands overlap, visible where there are few
         alpha = float(np.clip(25.0 / len(d.background), 0.05, 0.5))
-        ax.add_collection(LineCollection(segments(d.background), colors="0.6", alpha=alpha,
+        # an (n, m, 2) array of segments, which matplotlib takes; its stub says a Sequence
+        ax.add_collection(LineCollection(segments(d.background),  # type: ignore[arg-type]
+                                         colors="0.6", alpha=alpha,
                                          lw=0.6, zorder=1, rasterized=True))
     c_axis = d.axes[d.colour]
     norm = Normalize(c_axis.low / c_axis.scale.factor, c_axis.high / c_axis.scale.factor)
@@ -422,7 +424,8 @@ def draw_parallel(d: ParallelData, paths: list[Path]) -> None:
         rows = d.lines[order]
         colours = sm.to_rgba(rows[:, d.colour] / c_axis.scale.factor)
         segs = segments(rows)
-        ax.add_collection(LineCollection(segs, colors=colours, lw=1.5, alpha=0.95,
+        ax.add_collection(LineCollection(segs,  # type: ignore[arg-type]  # as above
+                                         colors=colours, lw=1.5, alpha=0.95,
                                          zorder=3))
         ax.scatter(segs[..., 0].ravel(), segs[..., 1].ravel(),
                    c=np.repeat(colours, n, axis=0), s=10, zorder=4, lw=0)

@@ -34,7 +34,7 @@ from dse.model.batch import DesignBatch
 from dse.model.kernel import executed_precision
 from dse.report.figure import bound_colours
 from dse.spec.hardware import PRECISIONS
-from dse.workloads.transformer import PRECISIONS as DTYPES
+from dse.workloads.common import PRECISIONS as DTYPES
 
 RATE_TOLERANCE = 0.005  # precisions whose roofs differ by less than this share one line
 TOP_LABELLED = 8  # operator groups (by time) that get a label on the plot

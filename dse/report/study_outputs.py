@@ -4,12 +4,15 @@ study. Called by `dse study` after a run (or a grid)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import optuna
 import pandas as pd
+from optuna.trial import FrozenTrial
 
 from dse.model import evaluate
 from dse.report import pareto_plot as pp
@@ -46,7 +49,12 @@ def _bounds(study: Study, row: pd.Series) -> dict[str, str]:
     return out
 
 
-def _importances(study: Study, stored: optuna.Study | None) -> dict[str, dict[str, float]]:
+def _objective(g: int, sign: float) -> Callable[[FrozenTrial], float]:
+    """Objective `g` of a trial times `sign` (-1 for a maximized one)."""
+    return lambda t: sign * t.values[g]
+
+
+def _importances(study: Study, stored: outputs.StoredTrials | None) -> dict[str, dict[str, float]]:
     """PED-ANOVA importance of each parameter per objective (Optuna's own evaluator, no
     scikit-learn: how much each parameter's distribution differs between the top 10% of
     trials and all of them) over at most IMPORTANCE_TRIALS feasible trials; empty with
@@ -71,8 +79,7 @@ def _importances(study: Study, stored: optuna.Study | None) -> dict[str, dict[st
     out = {}
     for g, goal in enumerate(study.goals):
         imp = optuna.importance.get_param_importances(
-            tmp, target=lambda t, g=g, s=(-1.0 if goal.spec.direction == "maximize" else 1.0):
-            s * t.values[g],
+            tmp, target=_objective(g, -1.0 if goal.spec.direction == "maximize" else 1.0),
             evaluator=optuna.importance.PedAnovaImportanceEvaluator())
         out[goal.name] = {k: float(v) for k, v in imp.items()}
     return out
@@ -112,7 +119,8 @@ def facts(study: Study, t: outputs.Tables, run_line: str, extra: list[str]) -> F
     params = []
     for p in study.params:
         lo, hi = (p.low, p.high) if p.choices is None else (min(p.choices), max(p.choices))
-        params.append((p.column, p.path, float(lo), float(hi), p.log))
+        # a range parameter has both bounds (dse.spec.study checks it)
+        params.append((p.column, p.path, float(cast(float, lo)), float(cast(float, hi)), p.log))
     from dse.search.chips import reference_value
 
     refs = [(name, {p.column: (reference_value(study, p.path) or _current(hw, p.path))
@@ -127,7 +135,7 @@ def facts(study: Study, t: outputs.Tables, run_line: str, extra: list[str]) -> F
                  tdp_w=study.hardware.tdp)
 
 
-def _summary(study: Study, t: outputs.Tables, stored: optuna.Study | None, f: Facts) -> str:
+def _summary(study: Study, t: outputs.Tables, stored: outputs.StoredTrials | None, f: Facts) -> str:
     best = [r for _, r in best_rows(t.pareto, f.objectives, study.directions)]
     bounds = {int(r["number"]): _bounds(study, r) for r in best}
     return summary_markdown(f, t.trials, t.pareto, t.references, bounds,
@@ -203,7 +211,7 @@ def _sensitivity(study: Study, t: outputs.Tables, alternatives: dict[str, Report
     return runs
 
 
-def _finish(study: Study, t: outputs.Tables, folder: Path, stored: optuna.Study | None,
+def _finish(study: Study, t: outputs.Tables, folder: Path, stored: outputs.StoredTrials | None,
             run_line: str, extra: list[str], resolved: tuple[dict, dict],
             alternatives: dict[str, Report] | None = None) -> Report:
     # the set whole (dse.search.atomic.staged): a kill, SIGTERM or a full disk while writing

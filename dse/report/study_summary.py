@@ -7,6 +7,7 @@ relative to."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,7 +63,7 @@ class Facts:
     params: list[tuple[str, str, float, float, bool]]  # (column, path, low, high, log range)
     objectives: list[str]  # objective columns
     units_of: dict[str, str]  # objective column -> unit
-    directions: list[str]
+    directions: Sequence[str]
     workloads: list[tuple[str, str, str]]  # (workload, throughput column, unit)
     shown_by: dict[str, str]  # throughput column -> the objective column that is the same
     base_throughput: dict[str, float]  # throughput column -> the base chip's value
@@ -78,7 +79,7 @@ class Facts:
     tdp_w: float | None = None  # the base chip's TDP, which the power model holds designs to
 
 
-def best_rows(front: pd.DataFrame, objectives: list[str], directions: list[str]
+def best_rows(front: pd.DataFrame, objectives: list[str], directions: Sequence[str]
               ) -> list[tuple[str, pd.Series]]:
     """(why, row): the best front design for each objective, one row per design naming every
     objective it is best for, and the balanced one (the design with the largest product of
@@ -183,7 +184,9 @@ def _trade(facts: Facts, row: pd.Series) -> str:
     if not chips:
         return ""
     chip, theirs = chips[0]
-    more, fewer, same = [], [], []
+    more: list[str] = []
+    fewer: list[str] = []
+    same: list[str] = []
     for col, path, *_ in facts.params:
         mine, other = float(row[col]), theirs.get(col, np.nan)
         if not (np.isfinite(other) and other > 0):

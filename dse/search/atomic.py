@@ -102,7 +102,7 @@ def staged(folder: Path) -> Iterator[Path]:
 def recover(folder: Path) -> list[str]:
     """Finish what a dead run left in `folder`: a committed staging folder is moved in, a
     half-written one and stray temporary files are removed. The names it acted on."""
-    done = []
+    done: list[str] = []
     try:
         entries = list(os.scandir(folder))
     except FileNotFoundError:
@@ -117,7 +117,7 @@ def recover(folder: Path) -> list[str]:
         if temp_match is not None:
             with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                 path.unlink()
-        elif staged_match.group(2) == "ready":
+        elif staged_match is not None and staged_match.group(2) == "ready":
             _move_in(path, folder)
         else:
             shutil.rmtree(path, ignore_errors=True)

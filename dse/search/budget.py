@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -262,7 +263,7 @@ def _system_findings(study: Study, s: Smallest) -> list[Finding]:
         p = next((p for p in study.params if p.path == path_of(name)), None)
         fewest = job.execution.chips if p is None else (
             min(p.choices) if p.choices is not None else p.low)
-        need = s.cost_usd * float(fewest)
+        need = s.cost_usd * float(cast(float, fewest))  # a range parameter has its low
         budget = study.system_budget[name]
         if need > budget:
             out.append(Finding(key, f"no design can meet the {budget:,.0f} USD system cost "

@@ -19,6 +19,7 @@ import os
 import re
 import time
 from dataclasses import replace
+from typing import Any
 
 import pandas as pd
 
@@ -48,8 +49,8 @@ class GridCluster:
     def __init__(self, workers: int = 1, scheduler: str | None = None) -> None:
         self.workers = workers
         self.scheduler = scheduler
-        self.client = None
-        self.cluster = None
+        self.client: Any = None  # a distributed.Client once started
+        self.cluster: Any = None  # a distributed.LocalCluster, with no --scheduler
         self.used: set[str] = set()  # workers that evaluated the last grid's chunks
         self.trimmed: set[str] = set()  # workers (any grid) started with MALLOC_TRIM_THRESHOLD_
         self.tasks = 0  # tasks the last grid was cut into
@@ -231,7 +232,7 @@ def evaluate_chunks(study: Study, starts: list[int], total: int
     """A task on a worker: the grid's chunks starting at `starts` (each CHUNK designs, the
     last cut at `total`), their seconds of evaluation, the worker's address and whether it
     runs with MALLOC_TRIM_THRESHOLD_ set (the model 1.6x slower: see LOCAL_UNSET)."""
-    from dse.search.grid import grid_chunk
+    from dse.search.grid_points import grid_chunk
 
     began = time.perf_counter()
     axes, baseline = _prepared(study)
@@ -248,7 +249,7 @@ def evaluate_chunks(study: Study, starts: list[int], total: int
 
 def _prepared(study: Study) -> tuple[list, dict]:
     """The study's grid axes and baseline, computed once per study object in this process."""
-    from dse.search.grid import grid_axes
+    from dse.search.grid_points import grid_axes
     from dse.search.objective import baseline_of
 
     for held, axes, baseline in _PREPARED:

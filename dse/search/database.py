@@ -11,7 +11,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import optuna
 from optuna.trial import TrialState
@@ -128,7 +128,8 @@ class Shared:
                     trial, trial.c.trial_id == table.c.trial_id).where(*where)).all()
                     if r[0] in by_id]
 
-            by_id = {r.trial_id: ({}, {}, {}, {}, {}) for r in rows}
+            by_id: dict[int, tuple[dict[str, Any], ...]] = {
+                r.trial_id: ({}, {}, {}, {}, {}) for r in rows}
             par = models.TrialParamModel.__table__
             val = models.TrialValueModel.__table__
             ua = models.TrialUserAttributeModel.__table__
@@ -137,7 +138,7 @@ class Shared:
             values = child(val, val.c.objective, val.c.value, val.c.value_type)
             user = child(ua, ua.c.key, ua.c.value_json)
             system = child(sa_, sa_.c.key, sa_.c.value_json)
-        dists: dict[str, object] = {}
+        dists: dict[str, Any] = {}
         for tid, name, value, dist_json in params:
             dist = dists.get(dist_json)
             if dist is None:
@@ -206,7 +207,7 @@ class Shared:
                     rows.append(row)
                 session.add_all(rows)
                 session.flush()
-                ids = [row.trial_id for row in rows]
+                ids = [cast(int, row.trial_id) for row in rows]
             else:
                 _insert(session, models.TrialModel, [dict(
                     trial_id=tid, number=first + i, study_id=self.study_id,

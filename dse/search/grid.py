@@ -12,18 +12,14 @@ import numpy as np
 import pandas as pd
 
 from dse.errors import DseError
+from dse.search.grid_points import grid_axes, grid_chunk
 from dse.search.objective import baseline_of
-from dse.search.outputs import CHUNK, evaluate_frame
+from dse.search.outputs import CHUNK
 from dse.search.space import Study
 from dse.search.urls import redact
 
 if TYPE_CHECKING:
     from dse.search.cluster import GridCluster
-
-
-def grid_axes(study: Study) -> list[np.ndarray]:
-    """The values each parameter takes on the grid (SI units)."""
-    return [p.grid(study.spec.search.grid_points) for p in study.params]
 
 
 def grid_size(study: Study) -> int:
@@ -77,26 +73,14 @@ def check_grid_size(study: Study) -> int:
     return total
 
 
-def grid_chunk(study: Study, axes: list[np.ndarray], baseline: dict[str, dict[str, float]],
-               lo: int, hi: int) -> pd.DataFrame:
-    """Designs lo..hi-1 of the grid (at most CHUNK of them), evaluated in one vectorized
-    call: the unit of work wherever the grid runs (this process or a Dask worker)."""
-    shape = tuple(len(a) for a in axes)
-    idx = np.unravel_index(np.arange(lo, hi), shape)
-    params = {p.path: axes[j][idx[j]] for j, p in enumerate(study.params)}
-    part = evaluate_frame(study, params, baseline)
-    part.insert(0, "number", np.arange(lo, lo + len(part)))
-    part.insert(1, "state", "COMPLETE")
-    return part
-
-
 def store_grid(study: Study, frame: pd.DataFrame, url: str) -> int:
     """The grid's designs as finished trials of the study in storage `url` (created with
     Optuna's create_trial and added in batches: no sampler is asked); an earlier run's
     identical grid is kept as it is."""
     import optuna
 
-    from dse.search.run import attr_columns, open_storage, open_study, trial_attrs
+    from dse.search.run import open_study
+    from dse.search.trials import attr_columns, open_storage, trial_attrs
 
     stored = open_study(study, open_storage(url), url)
     held = len(stored.get_trials(deepcopy=False))

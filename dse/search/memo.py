@@ -113,7 +113,7 @@ def evaluate_job(study, job, params: dict[str, np.ndarray], db: DesignBatch,
         _keep(results, index, [keys[i] for i in idx], fresh)
         parts.append((idx, fresh, np.arange(len(idx))))
     by_result: dict[int, list[tuple[int, int]]] = {}
-    for i in np.flatnonzero(~miss):
+    for i in np.flatnonzero(~miss).tolist():
         r, row = index[keys[i]]
         by_result.setdefault(r, []).append((i, row))
     for r, items in by_result.items():

@@ -5,7 +5,9 @@ No I/O and no Optuna: arrays in, arrays out."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +36,7 @@ class Outcome:
     columns: dict[str, np.ndarray]  # table columns, one value per design
     per_job: dict[str, dict[str, np.ndarray]]  # workload -> study metric -> [N]
 
-    def told(self, directions: list[str]) -> np.ndarray:
+    def told(self, directions: Sequence[str]) -> np.ndarray:
         """[N, G] objective values as told to the sampler: finite everywhere."""
         out = self.values.copy()
         for g, d in enumerate(directions):
@@ -44,7 +46,7 @@ class Outcome:
 
 
 def job_metric(job: Job, metric: str, metrics: dict[str, np.ndarray], area_mm2: np.ndarray,
-               cost_usd: np.ndarray | None = None, chips: np.ndarray | None = None
+               cost_usd: np.ndarray | None = None, chips: np.ndarray | int | None = None
                ) -> np.ndarray:
     """[N] one study metric of one workload from `evaluate`'s metrics (system throughput;
     per mm2 of all chips' silicon; per watt of all chips; per USD of all chips' cost to
@@ -97,7 +99,7 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
     n = db.n
     cons = study.spec.constraints
     constraints: dict[str, np.ndarray] = {}
-    why: dict[int, list[str]] = defaultdict(list)  # only the designs that break something
+    why: dict[Any, list[str]] = defaultdict(list)  # design index (numpy int) -> what it breaks
     columns: dict[str, np.ndarray] = {p: np.asarray(v, dtype=float) for p, v in params.items()}
     if "bf16" in db.matrix_peak:  # what a design gives up in peak FLOPS (summary's verdict)
         columns["peak_bf16_flop_per_s"] = db.matrix_peak["bf16"]

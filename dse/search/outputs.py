@@ -9,12 +9,13 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import optuna
 import pandas as pd
 import yaml
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 import dse
 from dse.search import atomic
@@ -27,6 +28,14 @@ from dse.search.urls import redact
 from dse.spec.vocabulary import generation_names
 
 CHUNK = 4096  # designs per vectorized evaluation (measured fastest per design: 4k-16k)
+
+
+class StoredTrials(Protocol):
+    """What the outputs read of a run's storage: an optuna.Study, or the trials read once
+    after a run (dse.search.workers.Snapshot)."""
+
+    def get_trials(self, deepcopy: bool = ..., states: tuple[TrialState, ...] | None = ...
+                   ) -> list[FrozenTrial]: ...
 
 
 @dataclass(frozen=True)
@@ -184,7 +193,7 @@ def evaluate_frame(study: Study, params: dict[str, np.ndarray],
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
-def trials_frame(study: Study, stored: optuna.Study, baseline: dict[str, dict[str, float]],
+def trials_frame(study: Study, stored: StoredTrials, baseline: dict[str, dict[str, float]],
                  known: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per stored trial (number, state, then `outcome_frame`'s columns); trials a
     worker asked past the budget are left out. Rows of `known` (designs this process
@@ -204,7 +213,7 @@ def trials_frame(study: Study, stored: optuna.Study, baseline: dict[str, dict[st
             where = {k: i for i, k in enumerate(zip(*cols, strict=True))}
         hit = np.array([k in where for k in keys])
         parts = []
-        if hit.any():
+        if hit.any() and known is not None:  # (hits are rows of `known`)
             rows = known.iloc[[where[k] for k, h in zip(keys, hit, strict=True) if h]]
             parts.append(rows.set_axis(np.flatnonzero(hit)))
         if (~hit).any():
@@ -285,7 +294,7 @@ def reference_frame(study: Study, baseline: dict[str, dict[str, float]]) -> pd.D
     return pd.DataFrame(rows)
 
 
-def tables(study: Study, stored: optuna.Study, baseline: dict[str, dict[str, float]],
+def tables(study: Study, stored: StoredTrials, baseline: dict[str, dict[str, float]],
            known: pd.DataFrame | None = None) -> Tables:
     frame = trials_frame(study, stored, baseline, known)
     return Tables(frame, pareto_frame(study, frame), reference_frame(study, baseline))

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 
-def as_minimized(values: np.ndarray, directions: list[str]) -> np.ndarray:
+def as_minimized(values: np.ndarray, directions: Sequence[str]) -> np.ndarray:
     """[N, G] values with maximized columns negated: smaller is better everywhere."""
     sign = np.array([-1.0 if d == "maximize" else 1.0 for d in directions])
     return np.asarray(values, dtype=float) * sign
 
 
-def front_mask(values: np.ndarray, directions: list[str]) -> np.ndarray:
+def front_mask(values: np.ndarray, directions: Sequence[str]) -> np.ndarray:
     """[N] bool: the designs no other design dominates (at least as good in every objective
     and better in one). Rows with a non-finite value are never on the front. Sorted sweep:
     O(N x front) comparisons."""
@@ -35,7 +37,7 @@ def front_mask(values: np.ndarray, directions: list[str]) -> np.ndarray:
     return mask
 
 
-def hypervolume(values: np.ndarray, directions: list[str], reference: np.ndarray) -> float:
+def hypervolume(values: np.ndarray, directions: Sequence[str], reference: np.ndarray) -> float:
     """Volume of objective space the designs dominate, bounded by `reference` (a point every
     design should beat; in the objectives' own directions). Exact, by recursive slicing on
     the first objective (fine for fronts of a few thousand points in 2-4 objectives)."""
@@ -70,7 +72,7 @@ def _hv(v: np.ndarray, ref: np.ndarray) -> float:
     return total
 
 
-def reference_point(values: np.ndarray, directions: list[str]) -> np.ndarray:
+def reference_point(values: np.ndarray, directions: Sequence[str]) -> np.ndarray:
     """A reference point for comparing fronts of one study: the worst value of each objective
     over `values` (finite rows), pushed 10% further out, in the objectives' directions."""
     v = as_minimized(values, directions)

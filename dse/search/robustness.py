@@ -105,7 +105,7 @@ def bands(study) -> dict[str, Band | None]:
         parts = []
         for j in g.jobs:
             phase = study.jobs[j].phase
-            row = errors.get(phase, errors.get("overall"))
+            row = errors[phase if phase in errors else "overall"]
             parts.append((j, phase if phase in errors else "overall", row[STATISTIC]))
         value = float(sum(w * e for w, (_, _, e) in zip(g.weights, parts, strict=True)))
         out[col] = Band(value, tuple(parts), len(parts) > 1)
@@ -204,7 +204,7 @@ def _range(study, path: str) -> tuple[float, float, bool] | None:
         return None
     if p.choices is not None:
         return min(p.choices), max(p.choices), False
-    return float(p.low), float(p.high), p.log  # type: ignore[arg-type]
+    return float(p.low), float(p.high), p.log
 
 
 def _value(study, row: pd.Series, path: str) -> float:
@@ -340,7 +340,7 @@ def findings(study, best: dict[str, pd.Series], band_of: dict[str, Band | None],
             def verdict_of(g: float, e: float = e) -> str:
                 return "beats" if g > 1 + e else "loses to" if g < 1 - e else "ties"
             verdict = verdict_of(gain)
-            spread: tuple[str, ...] = (verdict,)
+            spread = (verdict,)
             if region is not None:
                 edge = region.threshold / theirs
                 spread = _between("objective", verdict,

@@ -14,6 +14,16 @@ from optuna.trial import FrozenTrial, TrialState
 MIN_POPULATION = 2  # Optuna's NSGA-II: crossover takes two parents
 
 
+GP_MISSING = ("Optuna's GP sampler needs PyTorch, which dse does not install (pip install "
+              "torch); or use nsga2, tpe or random")
+
+
+def gp_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
 class NSGAII(optuna.samplers.NSGAIISampler):
     """Optuna's NSGA-II with O(1) generation and parent lookups. `local`: every trial of the
     study is told through this sampler in this process (the in-memory study of a

@@ -8,8 +8,10 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import optuna
@@ -108,7 +110,7 @@ class Job:
     workload: WorkloadSpec
     scenario: str | None  # the workload file's scenario name (None: its first, phase replaced)
     phase: str
-    fields: dict[str, object]  # scenario fields replaced (batch, seq_in ...)
+    fields: dict[str, Any]  # scenario fields replaced (batch, seq_in ...)
     execution: Execution  # on the workload's own chips (the base's and references' system)
     resolved: object = None  # the scenario as resolved (to check a varied chip count's split)
 
@@ -185,7 +187,7 @@ class Study:
         return {**{k: np.full(n, v) for k, v in self.fixed.items()}, **params}
 
     @property
-    def directions(self) -> list[str]:
+    def directions(self) -> list[Literal["maximize", "minimize"]]:
         return [g.spec.direction for g in self.goals]
 
     def distributions(self) -> dict[str, optuna.distributions.BaseDistribution]:
@@ -358,7 +360,8 @@ def _job(data, name: str, w: StudyWorkload, near: Path, issues: list[Issue]) -> 
     except SpecError as e:
         issues.append(issue_at(data, (*loc, "workload"), _messages(e)))
         return None
-    fields = {k: getattr(w, k) for k in scenario_fields.SIMPLE if getattr(w, k) is not None}
+    fields: dict[str, Any] = {k: getattr(w, k) for k in scenario_fields.SIMPLE
+                              if getattr(w, k) is not None}
     try:
         sc_name, sc = resolve_scenario(wl, w.scenario, **fields)
     except DseError as e:  # at the key that set the field (the error's structured field)
@@ -481,7 +484,7 @@ def load_study(path: str | Path) -> Study:
         issues.append(issue_at(data, ("base",), "the area constraints and objectives need "
                                f"the area model, and {no_area}"))
     if spec.search.sampler == "gp":
-        from dse.search.run import GP_MISSING, gp_available
+        from dse.search.samplers import GP_MISSING, gp_available
 
         if not gp_available():
             issues.append(issue_at(data, ("search", "sampler"), GP_MISSING))
@@ -552,7 +555,7 @@ def _system_budget(data, c, workloads: dict[str, StudyWorkload], near: Path,
     return None if one is None else {n: one * w.chips for n, w in workloads.items()}
 
 
-def _fixed(data, loc: tuple, values: dict[str, object], hw: HardwareSpec,
+def _fixed(data, loc: tuple, values: Mapping[str, object], hw: HardwareSpec,
            issues: list[Issue]) -> dict[str, float]:
     """A study's or an alternative's `set`: canonical path -> SI value (the technology-level
     assumptions apart: `_assumed`)."""
@@ -575,7 +578,7 @@ def _fixed(data, loc: tuple, values: dict[str, object], hw: HardwareSpec,
     return out
 
 
-def _assumed(data, loc: tuple, values: dict[str, object], hw: HardwareSpec,
+def _assumed(data, loc: tuple, values: Mapping[str, object], hw: HardwareSpec,
              issues: list[Issue]) -> HardwareSpec:
     """`hw` with the technology-level assumptions of a `set` (package geometry, spares
     policy: dse.spec.assumptions) applied, each checked alone so its problem is at its key;
@@ -649,26 +652,27 @@ def _alternative(data, name: str, alt: Alternative, main: Study,
         if param is None or param.path in fixed:
             continue
         if param.path not in changes:
-            raw[key], _ = p, resolved.append(param)
+            raw[key] = p
+            resolved.append(param)
             continue
-        ckey, change = changes.pop(param.path)
+        ckey, change_ = changes.pop(param.path)
         at = (*loc, "params", ckey)
         try:
-            merged = _changed(p, change)
+            merged = _changed(p, change_)
         except ValueError as e:
             issues.append(issue_at(data, at, str(e)))
             continue
         inherited = {f: ("parameters", key) for f in ("low", "high", "step", "choices")
-                     if f not in change}
+                     if f not in change_}
         got = _param(data, key, merged, hw, issues, loc=at, inherited=inherited,
                      workloads=spec.workloads)
         if got is not None:
             raw[key] = merged
             resolved.append(got)
-    for ckey, change in changes.values():  # a path the study does not vary
+    for ckey, change_ in changes.values():  # a path the study does not vary
         at = (*loc, "params", ckey)
         try:
-            new = Parameter(**{k: v for k, v in change.items() if v is not None})
+            new = Parameter(**{k: v for k, v in change_.items() if v is not None})
         except ValidationError as e:
             issues.append(issue_at(data, at, "; ".join(
                 str(x["msg"]).removeprefix("Value error, ") for x in e.errors())))

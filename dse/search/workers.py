@@ -138,8 +138,8 @@ def work(spec: Spec, index: int, report: Callable[[int], None] | None = None,
     commit. `orphaned`: true once the command that started this worker is gone (killed): the
     worker stops after its batch, so no process outlives its command."""
     from dse.search.objective import baseline_of, evaluate_designs
-    from dse.search.run import make_sampler, open_storage, params_of, tell_batch
     from dse.search.space import load_study
+    from dse.search.trials import make_sampler, open_storage, params_of, tell_batch
 
     study = load_study(spec.path)
     if spec.alternative is not None:

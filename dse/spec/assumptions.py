@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import get_args
 
 import numpy as np
+from pydantic import BaseModel
 
 from dse.errors import DseError
 from dse.spec import hardware_checks, vocabulary
@@ -29,7 +30,7 @@ NOT_VARIED = ("the model reads one value of this field for every design, so it c
               "varied yet")
 
 
-def _words(model: type, name: str) -> tuple[str, ...]:
+def _words(model: type[BaseModel], name: str) -> tuple[str, ...]:
     """The words a Literal field of `model` takes (optional or not)."""
     def words(ann: object) -> list[str]:
         return [w for a in get_args(ann) for w in ([a] if isinstance(a, str) else words(a))]

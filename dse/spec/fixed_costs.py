@@ -1,15 +1,12 @@
 """Fixed costs a hardware spec may omit (per kernel, per collective call, per step, per
 scale-out step): each gets a documented estimate for its class of device, never an implicit
-zero; and the silicon a design pays for beyond what it enables (its die's spares), one rule
-for every derived design. This module does no I/O."""
+zero; and the record of the silicon a design pays for beyond what it enables (its die's
+spares). The rules that read a HardwareSpec are in dse.spec.hardware_costs. No I/O."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
-
-if TYPE_CHECKING:
-    from dse.spec.hardware import HardwareSpec
+from typing import NamedTuple
 
 
 class FixedCost(NamedTuple):
@@ -62,34 +59,6 @@ def fixed_cost_default(path: str, style: str | None) -> FixedCost:
     return row.get(style, row[None])
 
 
-def fixed_cost(spec: HardwareSpec, path: str) -> float:
-    """The fixed cost at `path` (a FIXED_COST_DEFAULTS key) of `spec`, seconds: its own
-    value, else (no interconnect block) the documented default for its compute style."""
-    section, key = path.split(".")
-    own = getattr(getattr(spec, section), key) if getattr(spec, section) is not None else None
-    return own if own is not None else fixed_cost_default(path, spec.compute.style).seconds
-
-
-def with_fixed_costs(spec: HardwareSpec) -> HardwareSpec:
-    """`spec` with each omitted fixed cost set to its documented default (in place: the spec
-    is the one validation just built), remembering which were estimated."""
-    estimated = []
-    for section in ("compute", "interconnect"):
-        part = getattr(spec, section)
-        if part is None:
-            continue
-        update = {}
-        for path in FIXED_COST_DEFAULTS:
-            where, key = path.split(".")
-            if where == section and getattr(part, key) is None:
-                update[key] = fixed_cost_default(path, spec.compute.style).seconds
-                estimated.append(path)
-        if update:
-            object.__setattr__(spec, section, part.model_copy(update=update))
-    spec._estimated = frozenset(estimated)
-    return spec
-
-
 @dataclass(frozen=True)
 class Spares:
     """What a die carries beyond what its product enables (harvesting spares fused off for
@@ -102,32 +71,3 @@ class Spares:
     levels: dict[str, dict[str, float]] = field(default_factory=dict)
     links: float = 1.0
     idle_links: float = 0.0
-
-
-def _ratio(built: float | None, enabled: float | None) -> float:
-    return built / enabled if built and enabled else 1.0
-
-
-def spares(spec: HardwareSpec) -> Spares:
-    """The spares `spec` pays for. Its own `technology.as_built` (a shipped die, or a derived
-    design that states its own or says `same_die: true`), as ratios to its enabled counts;
-    else the ratios of the design it derives from (`base:` in YAML, kept by the loader), so
-    a derived design keeps its base's spare fraction whatever it changes: 160 SMs derived
-    from an H100 (144 built for 132 enabled) pay for 160 x 144 / 132, by `base:` as by
-    `--set compute.units=160` or a study, which price the base spec's designs the same way.
-    None at all, or `technology.spares: none` (a study's "no spares" assumption): no
-    spares."""
-    if spec.technology is not None and spec.technology.spares == "none":
-        return Spares()
-    built = spec.technology.as_built if spec.technology else None
-    if built is None:
-        return spec._base_spares or Spares()
-    levels = {lv.name: lv for lv in spec.memory}
-    per_level = {
-        name: {f: _ratio(getattr(b, f), getattr(levels[name], f))
-               for f in ("capacity", "stacks", "channels")}
-        for name, b in built.memory.items() if name in levels}
-    ic = spec.interconnect
-    return Spares(units=_ratio(built.units, spec.compute.units), levels=per_level,
-                  links=_ratio(built.links, ic.links if ic else None),
-                  idle_links=float(built.links or 0))

@@ -8,12 +8,12 @@ given per compute unit; `chip_*` helpers give the chip totals. This module does 
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, Field, PrivateAttr, model_validator
+from pydantic import AfterValidator, Field, ModelWrapValidatorHandler, PrivateAttr, model_validator
 
 from dse import units
-from dse.spec.fixed_costs import Spares, with_fixed_costs
+from dse.spec.fixed_costs import FIXED_COST_DEFAULTS, Spares, fixed_cost_default
 from dse.spec.types import (
     Area,
     Bandwidth,
@@ -496,7 +496,7 @@ class Technology(Spec):
     package: PackageChoice | None = None
     """Package geometry choices (packaging technology, die aspect, HBM edges)."""
     spares: Literal["as-built", "none"] = "as-built"
-    """Spare silicon policy (dse.spec.fixed_costs.spares). as-built: the die carries the
+    """Spare silicon policy (dse.spec.hardware_costs.spares). as-built: the die carries the
     spares its `as_built` states, or a derived design its base's spare fraction; none: no
     spare silicon, every unit, cache byte, HBM site and link built is enabled (the die is
     smaller and must work whole, so its yield falls)."""
@@ -524,6 +524,26 @@ class ChipPower(Spec):
     """How the figures were calibrated (the operating point they reproduce)."""
 
 
+def with_fixed_costs(spec: HardwareSpec) -> HardwareSpec:
+    """`spec` with each omitted fixed cost set to its documented default (in place: the spec
+    is the one validation just built), remembering which were estimated."""
+    estimated = []
+    for section in ("compute", "interconnect"):
+        part = getattr(spec, section)
+        if part is None:
+            continue
+        update = {}
+        for path in FIXED_COST_DEFAULTS:
+            where, key = path.split(".")
+            if where == section and getattr(part, key) is None:
+                update[key] = fixed_cost_default(path, spec.compute.style).seconds
+                estimated.append(path)
+        if update:
+            object.__setattr__(spec, section, part.model_copy(update=update))
+    spec._estimated = frozenset(estimated)
+    return spec
+
+
 class HardwareSpec(Spec):
     """A chip: its compute, memory hierarchy (innermost first), interconnect, technology."""
 
@@ -547,11 +567,12 @@ class HardwareSpec(Spec):
     _per_cycle: frozenset[str] = PrivateAttr(default_factory=frozenset)
     _estimated: frozenset[str] = PrivateAttr(default_factory=frozenset)
     _base_spares: Spares | None = PrivateAttr(default=None)
-    """A derived design's base's spares (dse.spec.fixed_costs.spares), set by the loader."""
+    """A derived design's base's spares (dse.spec.hardware_costs.spares), set by the loader."""
 
     @model_validator(mode="wrap")
     @classmethod
-    def _remember_per_cycle(cls, data: object, handler):
+    def _remember_per_cycle(cls, data: object, handler: ModelWrapValidatorHandler[HardwareSpec]
+                            ) -> HardwareSpec:
         spec = handler(data)
         if isinstance(data, dict):
             spec._per_cycle = frozenset(_per_cycle_paths(data, ""))
@@ -559,7 +580,8 @@ class HardwareSpec(Spec):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _fixed_costs(cls, data: object, handler):
+    def _fixed_costs(cls, data: object, handler: ModelWrapValidatorHandler[HardwareSpec]
+                     ) -> HardwareSpec:
         spec = handler(data)
         return with_fixed_costs(spec) if isinstance(data, dict) else spec
 
@@ -595,7 +617,7 @@ def _per_cycle_paths(data: object, prefix: str) -> list[str]:
     return out
 
 
-def derived_figures(spec: HardwareSpec) -> dict:
+def derived_figures(spec: HardwareSpec) -> dict[str, Any]:
     """Figures a reader wants at a glance, SI units: chip peaks per precision, per-level
     totals, and the ridge point (FLOP per byte) of every level at every precision."""
     units = spec.compute.units

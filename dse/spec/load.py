@@ -13,17 +13,20 @@ import errno
 import functools
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from dse.errors import Issue, ReadError, SpecError
 from dse.spec import catalogue, hardware, hardware_checks, lengths, technology, workload
-from dse.spec.fixed_costs import Spares, spares
-from dse.spec.messages import issue_at, issues_from, locate
+from dse.spec.fixed_costs import Spares
+from dse.spec.hardware_costs import spares
+from dse.spec.messages import issue_at as issue_at  # re-exported: study files use it
+from dse.spec.messages import issues_from, locate
+from dse.spec.positions import LDict, LList
 from dse.spec.types import CLOCK_CONTEXT_KEY, CLOCK_INVALID_KEY
 from dse.spec.vocabulary import COUPLED
-from dse.spec.yamlpos import LDict, LList, read_yaml
+from dse.spec.yamlpos import read_yaml as read_yaml  # re-exported: study files use it
 from dse.units import BYTES, FREQUENCY, UnitError, scale_quantity, to_kind
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -98,7 +101,7 @@ def resolve(ref: str | Path, kind: str, near: Path | None = None) -> Path:
                            f"unknown {kind} '{_shown(ref_s)}' ({hint})")])
 
 
-def _named(items: Any) -> bool:
+def _named(items: object) -> TypeGuard[LList]:
     return isinstance(items, LList) and all(
         isinstance(i, LDict) and isinstance(i.get("name"), str) for i in items)
 
@@ -264,12 +267,12 @@ def _resolved(path: Path, data: LDict, kind: str, stack: tuple[Path, ...]) -> LD
         raise SpecError(issues)
     if kind == "hardware":
         _couple(base, data, merged)
-        merged.base_spares = spares  # type: ignore[attr-defined]
+        merged.base_spares = spares
     return merged
 
 
 def _base_spares(base: LDict, data: LDict) -> Spares | None:
-    """The spares a derived design keeps from its base (dse.spec.fixed_costs.spares): the
+    """The spares a derived design keeps from its base (dse.spec.hardware_costs.spares): the
     base's spare fractions, unless the design states its own `technology.as_built` or is
     the base's silicon (`same_die: true`, which inherits the as-built counts themselves).
     `base` is the base's merged data; a base that is not a valid design alone leaves none."""

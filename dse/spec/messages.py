@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import types
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
@@ -140,7 +141,7 @@ _SIMPLE = {
 }
 
 
-def describe(err: dict[str, Any], schema: type[BaseModel] | None = None) -> str:
+def describe(err: Mapping[str, Any], schema: type[BaseModel] | None = None) -> str:
     """One pydantic error (an item of `ValidationError.errors()`) in the project's words:
     what was expected and what was found. `schema` (the model validated) lets unknown and
     missing keys list the keys allowed and describe the one missing."""

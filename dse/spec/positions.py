@@ -18,7 +18,7 @@ class Pos:
     col: int
 
 
-class LDict(dict):
+class LDict(dict[str, Any]):
     """A mapping read from YAML, with the position of each key and of each value."""
 
     def __init__(self, pos: Pos):
@@ -38,7 +38,7 @@ class LDict(dict):
                  other.val_pos[key])
 
 
-class LList(list):
+class LList(list[Any]):
     """A sequence read from YAML, with the position of each item."""
 
     def __init__(self, pos: Pos):

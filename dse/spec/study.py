@@ -127,7 +127,7 @@ class Objective(Spec):
         return str(self.maximize or self.minimize)
 
     @property
-    def direction(self) -> str:
+    def direction(self) -> Literal["maximize", "minimize"]:
         return "maximize" if self.maximize is not None else "minimize"
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from annotated_types import Ge, Gt, Le, Lt
+from numpy.typing import ArrayLike
 from pydantic import BaseModel
 
 from dse import units
@@ -99,7 +100,7 @@ def _unwrap_optional(ann: typing.Any) -> typing.Any:
     return ann
 
 
-def _leaf(ann: typing.Any, metadata: list) -> tuple[typing.Any, list]:
+def _leaf(ann: typing.Any, metadata: list[typing.Any]) -> tuple[typing.Any, list[typing.Any]]:
     """The bare type of an annotation and every constraint on it (Annotated layers)."""
     ann = _unwrap_optional(ann)
     meta = list(metadata)
@@ -111,7 +112,7 @@ def _leaf(ann: typing.Any, metadata: list) -> tuple[typing.Any, list]:
     return ann, meta
 
 
-def _term(pattern: str, ann: typing.Any, meta: list, doc: str) -> Term | None:
+def _term(pattern: str, ann: typing.Any, meta: list[typing.Any], doc: str) -> Term | None:
     bounds: dict[str, float | None] = {"gt": None, "ge": None, "le": None, "lt": None}
     kind = None
     for m in meta:
@@ -169,7 +170,7 @@ def terms(schema: type[BaseModel] = HardwareSpec) -> dict[str, Term]:
 GENERATION = "memory.<level>.generation"
 
 
-def generation_names(values: np.ndarray) -> list[str]:
+def generation_names(values: ArrayLike) -> list[str]:
     """Catalogue names of generation indices (a batch's or a study's values)."""
     names = catalogue.catalogue().names
     return [names[int(v)] if 0 <= v < len(names) else "" for v in np.ravel(values)]
@@ -315,8 +316,10 @@ def _numbers(path: str, term: Term, a: np.ndarray) -> np.ndarray:
     bad = ~np.isfinite(a)
     if term.integer:
         bad |= a != np.round(a)
-    for bound, fails in ((term.gt, lambda b: ~(a > b)), (term.ge, lambda b: a < b),
-                         (term.le, lambda b: a > b), (term.lt, lambda b: ~(a < b))):
+    checks: tuple[tuple[float | None, Callable[[float], np.ndarray]], ...] = (
+        (term.gt, lambda b: ~(a > b)), (term.ge, lambda b: a < b),
+        (term.le, lambda b: a > b), (term.lt, lambda b: ~(a < b)))
+    for bound, fails in checks:
         if bound is not None:
             bad |= fails(bound)
     bad |= (a != 0) & (np.abs(a) < _SMALLEST_NORMAL)
@@ -349,7 +352,7 @@ def _one(path: str, term: Term, item: object, clock_hz: float | None) -> float:
                 raise DseError(f"expected {expect}, found '{item}'",
                                field=path, domain="design") from None
     elif isinstance(item, int | float | np.integer | np.floating):
-        v = item
+        v = item if isinstance(item, int | float) else item.item()  # numpy scalar: Python
     else:
         raise DseError(f"expected {expect}, found a {type(item).__name__}",
                        field=path, domain="design")

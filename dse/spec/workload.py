@@ -237,7 +237,8 @@ class Scenario(Spec):
         for section, what in (("engine", "engine"),
                               ("training", "training (the training setup)")):
             if getattr(self, section) is not None and section not in ph.takes:
-                takers = phases.those(lambda p, s=section: s in p.takes)
+                takers = tuple(p.name for p in phases.REGISTRY.values()
+                               if section in p.takes)
                 raise ValueError(f"{what} goes with phase {phases.listed(takers, 'or')}")
         if self.lengths is not None:
             if "lengths" not in ph.takes:

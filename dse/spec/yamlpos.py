@@ -25,7 +25,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 from yaml.composer import Composer
@@ -196,6 +196,11 @@ class _BoundedComposer(Composer):
         self._height: dict[int, int] = {}  # id(node) -> nesting levels in it
         self._aliased = 0
 
+    if TYPE_CHECKING:  # the parser's, mixed in beside this class by each loader below
+        def check_event(self, *choices: type[Any]) -> bool: ...
+
+        def peek_event(self) -> Any: ...
+
     def _refuse(self, mark: Any, message: str) -> _Refused:
         keys = self._keys
         if len(keys) > _PATH_SHOWN:  # a path dozens of levels deep: its ends are enough
@@ -208,7 +213,7 @@ class _BoundedComposer(Composer):
                 path += f"[{key}]" if isinstance(key, int) else (f".{key}" if path else key)
         return _Refused(Issue(self._file, mark.line + 1, mark.column + 1, path, message))
 
-    def compose_node(self, parent: Node | None, index: Any) -> Node:  # type: ignore[override]
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
         if isinstance(parent, SequenceNode):
             self._keys.append(index)
         elif isinstance(parent, MappingNode) and isinstance(index, ScalarNode):
@@ -233,7 +238,7 @@ class _BoundedComposer(Composer):
             if event.anchor is not None:
                 self._open.add(event.anchor)
         try:
-            node = super().compose_node(parent, index)
+            node = cast(Node, super().compose_node(parent, index))  # None only at stream end
         finally:
             if collection:
                 self._depth -= 1
@@ -260,7 +265,8 @@ class _BoundedComposer(Composer):
         if anchor in self._open:
             raise self._refuse(event.start_mark, f"alias *{anchor} refers to a value that "
                                                  "contains it (a recursive structure)")
-        node = super().compose_node(None, None)  # the anchored node, or undefined alias
+        # the anchored node, or undefined alias (PyYAML passes no index for an alias)
+        node = cast(Node, super().compose_node(None, cast(int, None)))
         self._aliased += self._size[id(node)]
         if self._aliased > MAX_ALIAS_NODES:
             raise self._refuse(event.start_mark, f"aliases repeat more than "
@@ -288,9 +294,9 @@ class _PyLoader(Reader, Scanner, Parser, _BoundedComposer, SafeConstructor, Reso
 
 _Loader: type = _PyLoader
 if yaml.__with_libyaml__:  # pragma: no branch - libyaml ships with PyYAML's wheels
-    from yaml.cyaml import CParser
+    from yaml._yaml import CParser  # as yaml.cyaml imports it
 
-    class _CLoader(_BoundedComposer, CParser, SafeConstructor, Resolver):  # type: ignore[misc]
+    class _CLoader(_BoundedComposer, CParser, SafeConstructor, Resolver):
         """The bounded composer on libyaml's parser (several times faster)."""
 
         def __init__(self, text: str, file: str) -> None:

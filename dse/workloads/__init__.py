@@ -27,8 +27,8 @@ from dse.spec.workload import (
     WorkloadSpec,
 )
 from dse.workloads import gemm, recommender, transformer
+from dse.workloads.common import DEFAULT, Counting
 from dse.workloads.optable import OpTable
-from dse.workloads.transformer import DEFAULT, Counting
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class WorkloadKind:
     """lower(spec, scenario, counting, batch=None, chips=1): the operator table of a spec run
     as a scenario on one of `chips` data-parallel chips; `batch` ([N] sequences) replaces the
     scenario's, making it [N, I]."""
-    check: Callable[[Any, Scenario, int, int], tuple[list[DseError], list[str]]]
+    check: Callable[[Any, Any, int, int], tuple[list[DseError], list[str]]]
     """(errors, warnings) of running a scenario split tp x pp ways."""
     context: Callable[[Any], int | None]
     """Longest sequence the model supports (None: no limit or not a sequence model)."""
@@ -179,7 +179,7 @@ def describe_scenario(sc: Scenario) -> str:
     """One line: phase, batch, lengths, precision ("decode, batch 1, seq_in 5, seq_out 200,
     bf16"); serve adds its engine ("engine default", or the engine fields it sets)."""
     ph = phases.get(sc.phase)
-    parts = [sc.phase]
+    parts: list[str] = [sc.phase]
     if ph.work != "gemm":
         parts.append(f"batch {sc.batch}")
         if isinstance(sc, RecScenario):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dse.errors import DseError
 from dse.spec.workload import GemmSpec, Scenario
-from dse.workloads.optable import Facts, OpRow, OpTable
-from dse.workloads.transformer import DEFAULT, DTYPE_BYTES, PRECISIONS, Counting
+from dse.workloads.common import DEFAULT, PRECISIONS, Counting
+from dse.workloads.optable import DTYPE_BYTES, Facts, OpRow, OpTable
 
 WORKS = frozenset({"gemm"})  # the shapes of work (dse.phases.WORKS) it lowers
 

@@ -13,6 +13,7 @@ in the varying length, so count x average is the exact total.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -88,6 +89,11 @@ def class_bytes(per_class: np.ndarray) -> dict[str, float]:
     return out
 
 
+# A quantity of a row or a table fact: one number, or an [N] array of one per design (a
+# batch that differs by design).
+Num: TypeAlias = float | np.ndarray
+
+
 @dataclass
 class OpRow:
     """One operator while a table is being built (plain Python, converted once)."""
@@ -95,14 +101,14 @@ class OpRow:
     name: str
     kind: str
     group: str  # attention_proj, attention_act, ffn, other, embedding, head
-    count: float
-    flops: float
-    read: dict[str, float] = field(default_factory=dict)
-    written: dict[str, float] = field(default_factory=dict)
-    m: float = 0.0
-    n: float = 0.0
-    k: float = 0.0
-    batch: float = 0.0  # independent matrices per instance (batch x heads for attention)
+    count: Num
+    flops: Num
+    read: dict[str, Num] = field(default_factory=dict)
+    written: dict[str, Num] = field(default_factory=dict)
+    m: Num = 0.0
+    n: Num = 0.0
+    k: Num = 0.0
+    batch: Num = 0.0  # independent matrices per instance (batch x heads for attention)
     stage: str = "forward"  # forward, backward, prefill, decode
     dtype: str = "bf16"  # compute data type
     wdtype: str = ""  # stored data type of the weights read ("" when none)
@@ -126,7 +132,7 @@ class Gather:
     the row alone."""
     table: str = ""
     """The gather operator whose table this operator touches ("": its own)."""
-    distinct: object = None
+    distinct: Num | None = None
     """For an operator that touches each distinct row once (the sparse optimizer update):
     the lookups per step ([N] or a number) whose distinct rows it touches; None: every
     lookup is an access."""
@@ -213,14 +219,14 @@ class OpTable:
                                      f"expected one of: {', '.join(TENSOR_CLASSES)}")
         lead = _designs(rows)
 
-        def col(values: list) -> np.ndarray:
+        def col(values: list[Any]) -> np.ndarray:
             """[I] of one quantity per row, or [N, I] where some row's value differs by
             design (a quantity the batch does not change stays [I])."""
             if lead is None or all(np.ndim(v) == 0 for v in values):
                 return np.array(values, dtype=float).reshape(len(values))
             return _fill(np.empty((len(values), *lead)), values).T
 
-        def per_class(maps: list[dict]) -> np.ndarray:
+        def per_class(maps: list[dict[str, Any]]) -> np.ndarray:
             """[I, C], or [N, I, C] when some class differs by design."""
             cols = [[mp.get(c, 0.0) for mp in maps] for c in TENSOR_CLASSES]
             if lead is None or all(np.ndim(v) == 0 for c in cols for v in c):
@@ -266,7 +272,7 @@ class OpTable:
         return class_bytes(np.einsum("i,ic->c", self.count, self.bytes))
 
     @property
-    def arithmetic_intensity(self) -> float:
+    def arithmetic_intensity(self) -> float | np.ndarray:
         """FLOP per byte moved, over the whole scenario."""
         total = self.total_bytes()["total"]
         return self.total_flops / total if total else float("inf")
@@ -288,7 +294,7 @@ def _shape(rows: list[OpRow], lead: tuple[int, ...] | None) -> np.ndarray:
     return out.transpose(2, 1, 0)
 
 
-def _fill(out: np.ndarray, values: list) -> np.ndarray:
+def _fill(out: np.ndarray, values: list[Any]) -> np.ndarray:
     """Row i of `out` ([I, N], designs contiguous) set to values[i], a number or [N]. The
     tables hand out the transposed view ([N, I]): building rows costs one contiguous write
     each, and the model reads designs in blocks along that axis."""

@@ -19,7 +19,9 @@ serves differs from the share of the tables it stores.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -32,8 +34,8 @@ from dse.spec.workload import (
     RecScenario,
     Skew,
 )
-from dse.workloads.optable import Facts, Gather, OpRow, OpTable
-from dse.workloads.transformer import DEFAULT, DTYPE_BYTES, PRECISIONS, Counting
+from dse.workloads.common import DEFAULT, PRECISIONS, Counting
+from dse.workloads.optable import DTYPE_BYTES, Facts, Gather, Num, OpRow, OpTable
 
 # The planner's cost of one lookup rounds the row to 64 B, a DDR4/DDR5 burst (JEDEC
 # JESD79-4/-5) and two 32-byte GPU sectors: it ranks tables without knowing the chip. The
@@ -50,8 +52,9 @@ SORT_PAIR_BYTES = 2 * INDEX_BYTES
 # Optimizer state per embedding row of `dim` elements, fp32 (FBGEMM's TBE optimizers): SGD
 # none; Adagrad one accumulator per element; row-wise Adagrad one per row; Adam two moments
 # per element.
-STATE_BYTES = {"sgd": lambda dim: 0.0, "adagrad": lambda dim: 4.0 * dim,
-               "adagrad_rowwise": lambda dim: 4.0, "adam": lambda dim: 8.0 * dim}
+STATE_BYTES: dict[str, Callable[[int], float]] = {
+    "sgd": lambda dim: 0.0, "adagrad": lambda dim: 4.0 * dim,
+    "adagrad_rowwise": lambda dim: 4.0, "adam": lambda dim: 8.0 * dim}
 # FLOPs per element of an optimizer update beyond the gradient's add (Adagrad: square,
 # accumulate, sqrt, divide, multiply-add ~5; Adam ~10; SGD: the multiply-add 1).
 UPDATE_FLOPS = {"sgd": 1.0, "adagrad": 5.0, "adagrad_rowwise": 3.0, "adam": 10.0}
@@ -87,7 +90,7 @@ def row_bytes(dim: int, element_bytes: float) -> float:
     return math.ceil(dim * element_bytes / PLANNER_GRANULARITY) * PLANNER_GRANULARITY
 
 
-def _gemm(name: str, group: str, m, n: int, k: int, ab: float, wb: float, dtype: str,
+def _gemm(name: str, group: str, m: Num, n: int, k: int, ab: float, wb: float, dtype: str,
           wdtype: str, bias: bool = True) -> OpRow:
     weights = (k * n + (n if bias else 0)) * wb
     return OpRow(name, "gemm", group, 1.0, 2.0 * m * n * k,
@@ -294,7 +297,7 @@ def plan_groups(spec: RecommenderSpec, chips: int, element_bytes: float,
     groups = [ChipGroup(chips, 0.0, 0.0, {}, 0)]
     for w, b, shard, k in _pieces(spec, chips, element_bytes, sharding):
         _place(groups, w, b, shard, k)
-        merged: dict[tuple, ChipGroup] = {}
+        merged: dict[tuple[Any, ...], ChipGroup] = {}
         for g in sorted(groups, key=ChipGroup.key):
             key = (g.load, g.stored, tuple(sorted(g.shards.items(), key=lambda x: (
                 x[0].table, x[0].parts, x[0].cut, x[1]))))
@@ -347,7 +350,7 @@ def lower(spec: RecommenderSpec, scenario: RecScenario, counting: Counting = DEF
         held = {Shard(i, 1): t.count for i, t in enumerate(spec.tables)}
     m_all = m * chips  # every chip's pairs come through this chip's shards
     stored = 0.0
-    pooled = 0.0  # bytes of pooled rows this chip makes for the other chips' pairs
+    pooled: Num = 0.0  # bytes of pooled rows this chip makes for the other chips' pairs
     opt = scenario.optimizer or RecOptimizer()
     for sh, count in held.items():
         t = spec.tables[sh.table]

@@ -14,7 +14,6 @@ Counting rules (every one is a formula of the shapes; no fitted numbers):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -23,7 +22,8 @@ from dse import phases
 from dse.errors import DseError
 from dse.spec.workload import Scenario, TransformerSpec, parameter_counts
 from dse.workloads import training
-from dse.workloads.optable import DTYPE_BYTES, Facts, OpRow, OpTable
+from dse.workloads.common import DEFAULT, PRECISIONS, Counting, attention_pairs
+from dse.workloads.optable import DTYPE_BYTES, Facts, Num, OpRow, OpTable
 from dse.workloads.serving import Iteration, engine_of, iteration, kv_tokens
 
 # FLOPs per element of the vector-unit operators (operation counts of the usual kernels).
@@ -47,17 +47,6 @@ FLOP_PER_ELEMENT = {
 # 4-bit weight-only quantization stores one fp16 scale per group of 128 weights (the default
 # group size of GPTQ and AWQ): 0.5 + 2/128 bytes per weight.
 INT4_GROUP_SIZE = 128
-# Weight, activation, KV-cache data types and the compute data type of each precision name.
-PRECISIONS = {
-    "fp32": ("fp32", "fp32", "fp32", "fp32"),
-    "bf16": ("bf16", "bf16", "bf16", "bf16"),
-    "fp16": ("fp16", "fp16", "fp16", "fp16"),
-    "fp8": ("fp8", "fp8", "fp8", "fp8"),
-    "int8": ("int8", "int8", "int8", "int8"),
-    "w8a16": ("int8", "fp16", "fp16", "fp16"),
-    "w4a16": ("int4", "fp16", "fp16", "fp16"),
-    "mixed": ("bf16", "bf16", "bf16", "bf16"),
-}
 
 
 class Attention(NamedTuple):
@@ -71,22 +60,6 @@ class Attention(NamedTuple):
     q_len: float
     kv_len: float
     pairs: float
-
-
-@dataclass(frozen=True)
-class Counting:
-    """How bytes are counted. The default uses each tensor's data type. The `paper`
-    convention of Kim et al. (2023) counts every parameter and activation as 1 byte and only
-    the Transformer layers (no embeddings, final norm or LM head)."""
-
-    name: str = "default"
-    element_bytes: float | None = None
-    layers_only: bool = False
-
-
-DEFAULT = Counting()
-PAPER = Counting(name="paper", element_bytes=1.0, layers_only=True)
-CONVENTIONS = {"default": DEFAULT, "paper": PAPER}
 
 
 class _Builder:
@@ -115,7 +88,7 @@ class _Builder:
         self.rows: list[OpRow] = []
         self.ep = 1  # expert-parallel ranks sharing the experts (training)
 
-    def gemm(self, name: str, group: str, count: float, m: float, n: float, k: float,
+    def gemm(self, name: str, group: str, count: Num, m: Num, n: Num, k: Num,
              stage: str, kind: str = "gemm", bias: bool | None = None,
              split: str = "column") -> None:
         bias = self.m.bias if bias is None else bias
@@ -127,8 +100,8 @@ class _Builder:
             dtype=self.other if kind == "lm_head" else self.dtype, wdtype=self.wdt,
             split=split))
 
-    def elementwise(self, name: str, kind: str, op: str, count: float, elements: float,
-                    stage: str, inputs: int = 1, weights: float = 0.0,
+    def elementwise(self, name: str, kind: str, op: str, count: Num, elements: Num,
+                    stage: str, inputs: int = 1, weights: Num = 0.0,
                     split: str = "replicated") -> None:
         self.rows.append(OpRow(
             name, kind, "other", count, FLOP_PER_ELEMENT[op] * elements,
@@ -136,8 +109,8 @@ class _Builder:
             written={"activations": elements * self.ab}, stage=stage, dtype=self.other,
             split=split))
 
-    def layer(self, stage: str, count: float, tokens: float, seqs: float, q_len: float,
-              kv_len: float, pairs: float, kv_new: float,
+    def layer(self, stage: str, count: Num, tokens: Num, seqs: Num, q_len: float,
+              kv_len: float, pairs: float, kv_new: Num,
               attention: tuple[Attention, ...] | None = None) -> None:
         """One Transformer layer, `count` times. tokens: rows of the GEMMs (batch x query
         length); pairs: (query, key) pairs per head per sequence; kv_new: KV entries each
@@ -170,7 +143,7 @@ class _Builder:
         for row in self.rows[first:]:
             row.layer = True
 
-    def attention(self, a: Attention, count: float, kv_class: str) -> None:
+    def attention(self, a: Attention, count: Num, kv_class: str) -> None:
         """Scores, softmax and weighted values of one group of sequences, count x a.repeat
         times."""
         h, kvh, dh = self.m.heads, self.m.n_kv_heads, self.m.d_head
@@ -192,7 +165,7 @@ class _Builder:
             m=a.q_len, n=dh, k=a.kv_len, batch=a.seqs * h, stage=a.stage, dtype=self.other,
             split="heads"))
 
-    def ffn(self, stage: str, count: float, tokens: float) -> None:
+    def ffn(self, stage: str, count: Num, tokens: Num) -> None:
         m, d, f = self.m, self.m.d_model, self.m.d_ff
         gated = m.ffn in ("swiglu", "geglu")
         experts = [(count, tokens, "")]
@@ -217,7 +190,7 @@ class _Builder:
                              stage, inputs=2 if gated else 1, split="part")
             self.gemm(prefix + "down_proj", "ffn", n_inst, rows, d, f, stage, split="row")
 
-    def edges(self, stage: str, count: float, tokens: float, head_rows: float) -> None:
+    def edges(self, stage: str, count: Num, tokens: Num, head_rows: Num) -> None:
         """Embedding lookup before the layers; final norm and LM head (or pooler) after."""
         if self.counting.layers_only:
             return
@@ -238,23 +211,15 @@ class _Builder:
                   bias=False, split="vocab")
 
 
-def _classes(*pairs: tuple[str, float]) -> dict[str, float]:
+def _classes(*pairs: tuple[str, Num]) -> dict[str, Num]:
     """Bytes by tensor class, summing entries of the same class."""
-    out: dict[str, float] = {}
+    out: dict[str, Num] = {}
     for cls, value in pairs:
         out[cls] = out.get(cls, 0.0) + value
     return out
 
 
-def attention_pairs(q_len: float, kv_len: float, causal: bool) -> float:
-    """(query, key) pairs per head of one sequence whose queries are the last q_len of
-    kv_len positions: all of them, or only keys at or before each query when causal."""
-    if not causal:
-        return q_len * kv_len
-    return q_len * kv_len - q_len * (q_len - 1) / 2.0
-
-
-def _forward(b: _Builder, stage: str, batch: float, seq: float,
+def _forward(b: _Builder, stage: str, batch: Num, seq: float,
              square: float | None = None, cp: int = 1) -> None:
     """A forward pass of `batch` sequences of `seq` tokens; or, with `square`, of lengths
     L drawn from a distribution with E[L] = seq and E[L^2] = square, run without padding:
@@ -274,7 +239,7 @@ def _forward(b: _Builder, stage: str, batch: float, seq: float,
     b.layer(stage, m.layers, tokens, batch, seq / cp, seq, pairs / cp, seq)
 
 
-def _decode(b: _Builder, batch: float, seq_in: float, seq_out: float) -> None:
+def _decode(b: _Builder, batch: Num, seq_in: float, seq_out: float) -> None:
     # Token t (1..seq_out) attends to seq_in + t positions; the average is exact because
     # every quantity is linear in the context length.
     context = seq_in + (seq_out + 1) / 2.0
@@ -339,7 +304,7 @@ BACKWARD_SPLITS = {"column": "column_bwd", "vocab": "column_bwd", "row": "row_bw
 
 
 def lower(model: TransformerSpec, scenario: Scenario, counting: Counting = DEFAULT,
-          batch: np.ndarray | None = None, chips: int = 1) -> OpTable:
+          batch: Num | None = None, chips: int = 1) -> OpTable:
     """The operator table of `model` run as `scenario`, or with `batch` ([N] sequences, one
     per design) in place of the scenario's batch: every quantity is then [N, I]. `batch:
     max` and `best` depend on the hardware and are resolved by the performance model.

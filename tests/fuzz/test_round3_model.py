@@ -306,7 +306,7 @@ def test_batch_best_is_the_best_whole_batch_and_grows_with_memory(capacity):
 # the H100's spare SMs scaled with the enabled count) while a file `base: h100-sxm` with
 # `compute: {units: 160}` priced 791 mm2 (feasible: a new die without spares); power, energy
 # and, when power-limited, throughput differed for every units or stacks change. Fix: one
-# rule (dse.spec.fixed_costs.spares): a derived design keeps its base's spare fraction, by
+# rule (dse.spec.hardware_costs.spares): a derived design keeps its base's spare fraction, by
 # base: as by --set or a study (GH100 builds 144 SMs for 132, six HBM sites for five).
 
 _DERIVED = [
@@ -361,7 +361,8 @@ def test_spares_follow_the_rule_of_their_design(tmp_path):
     """A shipped die's own as_built; a derived new die (through two files) its base's
     ratios; same_die the base's counts themselves; a derived file that states its own
     as_built, those."""
-    from dse.spec.fixed_costs import Spares, spares
+    from dse.spec.fixed_costs import Spares
+    from dse.spec.hardware_costs import spares
 
     h100 = spares(api.load_hardware("h100-sxm"))
     assert h100.units == pytest.approx(144 / 132)

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 import dse
 from dse.cli import app
 from dse.model.batch import design_batch
-from dse.spec.fixed_costs import FIXED_COST_DEFAULTS, fixed_cost, fixed_cost_default
+from dse.spec.fixed_costs import FIXED_COST_DEFAULTS, fixed_cost_default
+from dse.spec.hardware_costs import fixed_cost
 from dse.spec.load import library_dir, library_names
 
 us = 1e-6

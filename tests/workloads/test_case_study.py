@@ -27,7 +27,8 @@ import pandas as pd
 import pytest
 
 from dse.spec.workload import Scenario, TransformerSpec
-from dse.workloads.transformer import PAPER, lower
+from dse.workloads.common import PAPER
+from dse.workloads.transformer import lower
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "validation"
 END_TO_END = pd.read_csv(DATA / "case_study_transformer_end_to_end.csv")

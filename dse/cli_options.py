@@ -1,0 +1,63 @@
+"""Parsing of the command-line options that several commands share (dse.cli, cli_memory,
+cli_plot): comma-separated whole numbers, the words a batch accepts, --set overrides. Below
+the command modules, so that none of them imports dse.cli (the layers of pyproject.toml)."""
+
+from __future__ import annotations
+
+from dse.errors import DseError
+
+
+def int_list(text: str | None, option: str, words: tuple[str, ...] = ()
+             ) -> list[int | str | None]:
+    """A comma-separated option (--batch 1,8,max) as its values; [None] when not given."""
+    if text is None:
+        return [None]
+    try:
+        values: list[int | str | None] = [v.strip() if v.strip() in words else int(v)
+                                          for v in text.split(",") if v.strip()]
+    except ValueError:
+        also = f" or {' or '.join(words)}" if words else ""
+        raise DseError(f"{option}: expected a whole number{also} (or several, "
+                       f"comma-separated), found '{text}'") from None
+    if not values:
+        raise DseError(f"{option}: expected at least one value")
+    for v in values:
+        if isinstance(v, int):
+            whole(v, option)
+    return values
+
+
+def whole(value: int, option: str) -> int:
+    """`value` when it is a whole number a float holds exactly (README, "Input limits")."""
+    from dse.spec.types import MAX_WHOLE
+
+    if abs(value) > MAX_WHOLE:
+        shown = str(value) if value.bit_length() < 100 else f"a number of {len(str(value))} digits"
+        raise DseError(f"{option}: expected a whole number of at most {MAX_WHOLE} (2^53), "
+                       f"found {shown}")
+    return value
+
+
+def set_values(sets: list[str] | None) -> dict[str, list[str]]:
+    """--set path=value[,value...] options: path -> its values (several make several
+    designs)."""
+    out: dict[str, list[str]] = {}
+    for item in sets or []:
+        path, sep, value = item.partition("=")
+        values = [v.strip() for v in value.split(",")]
+        if not sep or not path.strip() or not all(values):
+            raise DseError(f"--set {item}: expected dotted.path=value[,value...], e.g. "
+                           "memory.L2.capacity=96MiB")
+        out[path.strip()] = values
+    return out
+
+
+def batch_words() -> tuple[str, ...]:
+    """The words a scenario accepts as a batch besides whole numbers (max, ...)."""
+    from typing import Literal, get_args, get_origin
+
+    from dse.spec.workload import Scenario
+
+    annotation = Scenario.model_fields["batch"].annotation
+    return tuple(w for a in get_args(annotation) if get_origin(a) is Literal
+                 for w in get_args(a))

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from dse import phases
 from dse.errors import DseError
-from dse.model.evaluate import Evaluation, evaluate
+from dse.model.evaluate import evaluate
+from dse.model.results import Evaluation
 from dse.spec import scenario_fields
 from dse.spec.hardware import HardwareSpec
 from dse.spec.technology import TechSpec

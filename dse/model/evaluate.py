@@ -38,12 +38,10 @@ No I/O; a design that cannot run the scenario gets feasible = False and a reason
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -52,6 +50,7 @@ from dse.errors import DseError
 from dse.model import die_links, training
 from dse.model import reasons as reason_codes
 from dse.model.area import area
+from dse.model.arguments import checked
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.chunks import BEST_CANDIDATES, chunked  # issue 15: chunked evaluation
 from dse.model.execution import Execution
@@ -59,12 +58,12 @@ from dse.model.operating_point import CALIBRATION_GEMMS, calibrate
 from dse.model.parallel import chip_ops
 from dse.model.passes import run_pass
 from dse.model.placement import WORKSPACE, Placement
-from dse.model.power import StepEnergy, step_energy
+from dse.model.power import step_energy
 from dse.model.power_stage import static_power, with_power
 from dse.model.reasons import Reasons
+from dse.model.results import Evaluation
 from dse.model.stages import (
     METRICS,
-    PIPELINE,
     Step,
     activation_bytes,
     footprint,
@@ -73,8 +72,7 @@ from dse.model.stages import (
 from dse.spec.hardware import HardwareSpec
 from dse.spec.technology import TechSpec
 from dse.spec.types import MAX_WHOLE
-from dse.spec.vocabulary import generation_names
-from dse.spec.workload import Scenario, WorkloadFile, WorkloadSpec, gemm_from_name
+from dse.spec.workload import Scenario, WorkloadSpec, gemm_from_name
 from dse.workloads import execution_issues, kind_of, lower, resolve_scenario, runs
 from dse.workloads.optable import CLASSES
 from dse.workloads.serving import batch_limit, engine_of, iteration
@@ -87,130 +85,6 @@ GRID_STEPS = 2  # pass 1: batches 2^(j / GRID_STEPS), rounded, up to the most th
 BEST_BASINS = 2  # the grid's peaks refined
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-@dataclass
-class Evaluation:
-    """Results for N designs. Arrays over designs; `ops_*` over the J operators and
-    collectives one chip runs (names shared by all designs)."""
-
-    hardware: str
-    workload: str
-    scenario: Scenario
-    scenario_name: str  # the workload file's scenario, or "<phase> (default)"
-    scenario_overrides: dict[str, object]  # scenario fields the caller replaced
-    chips: int
-    tp: int
-    pp: int
-    batch: DesignBatch
-    feasible: np.ndarray  # [N] bool
-    reason: Reasons  # [N] str ("" when feasible), worded when read (dse.model.reasons)
-    sequences: np.ndarray  # [N] sequences per data-parallel replica
-    metrics: dict[str, np.ndarray]  # name -> [N] (NaN: not applicable or infeasible)
-    memory_bytes: np.ndarray  # [N, L] bytes per chip held in each level
-    level_names: tuple[str, ...]
-    ops_name: np.ndarray  # [J]
-    ops_count: np.ndarray  # [N, J] repeats
-    ops_flops: np.ndarray  # [N, J] FLOPs per instance per chip
-    op_traffic: np.ndarray  # [N, I, L] bytes per instance per chip at each level, for the
-    # I operators (the first I of the J; collectives move no bytes through the levels)
-    ops_time: np.ndarray  # [N, J] s per instance
-    ops_bound_code: np.ndarray  # [N, J] int: 0 compute, 1 + level, OVERHEAD, INTERCONNECT
-    power_limited: np.ndarray | None = None  # [N] bool: slowed to fit the TDP (with tech)
-    energy: StepEnergy | None = None  # per chip and step, unthrottled (with tech)
-    warnings: tuple[str, ...] = ()  # legal but suspect inputs (lengths beyond the context)
-    batch_values: np.ndarray | None = None
-    """[N] the batch of each design, when evaluate was given one per design (else None: the
-    scenario's batch)."""
-    execution: Execution | None = None
-    """How the chips ran it: every parallel degree and, for training, the strategy the
-    execution and the scenario's training block state (fields left None were chosen per
-    design: `training`)."""
-    training: dict[str, np.ndarray] | None = None
-    """Transformer training: per design the setup chosen (micro_batch, microbatches, zero,
-    recompute, sequence_parallel) and the memory planner's bytes per chip
-    (memory_<part>_bytes)."""
-
-    @property
-    def n(self) -> int:
-        return len(self.feasible)
-
-    def scenario_of(self, i: int) -> Scenario:
-        """The scenario design i ran: `scenario`, with its own batch when each design had
-        one."""
-        if self.batch_values is None:
-            return self.scenario
-        return self.scenario.model_copy(update={"batch": int(self.batch_values[i])})
-
-    def scenario_overrides_of(self, i: int) -> dict[str, object]:
-        """The scenario fields the caller replaced for design i."""
-        if self.batch_values is None:
-            return self.scenario_overrides
-        return {**self.scenario_overrides, "batch": int(self.batch_values[i])}
-
-    @property
-    def ops_bytes(self) -> np.ndarray:
-        """[N, J, L] bytes per instance per chip at each level (0 for collectives)."""
-        n, i, lv = self.op_traffic.shape
-        out = np.zeros((n, len(self.ops_name), lv))
-        out[:, :i] = self.op_traffic
-        return out
-
-    @property
-    def ops_bound(self) -> np.ndarray:
-        """[N, J] str: compute, a level name, overhead or interconnect."""
-        labels = np.array(["pipeline", "interconnect", "overhead", "compute",
-                           *self.level_names], dtype=object)
-        # codes PIPELINE, INTERCONNECT, OVERHEAD, 0, 1 + level
-        return labels[self.ops_bound_code - PIPELINE]
-
-    def columns(self) -> dict[str, np.ndarray]:
-        """One array per column, one row per design: overrides (paths as given, SI values),
-        feasibility, sequences, metrics, memory per level (a DataFrame's worth, without
-        pandas: the model core is numpy)."""
-        cols: dict[str, np.ndarray] = {
-            k: (np.array(generation_names(v), dtype=object) if k.endswith(".generation")
-                else v) for k, v in self.batch.overrides.items()}  # generations by name
-        cols["feasible"] = self.feasible
-        cols["reason"] = np.asarray(self.reason)
-        cols["sequences_per_replica"] = self.sequences
-        cols.update(self.metrics)
-        for level, name in enumerate(self.level_names):
-            cols[f"memory_per_chip_{name}_bytes"] = self.memory_bytes[:, level]
-        if self.power_limited is not None:
-            cols["power_limited"] = self.power_limited
-        for k, v in (self.training or {}).items():
-            cols[f"training.{k}"] = v
-        return cols
-
-    @property
-    def ops_spent(self) -> np.ndarray:
-        """[N, J] time of each operator over its repeats, s: count x time, and 0 for an
-        operator that does not run (count 0), whose time alone may be infinite (a rate
-        of 0 on a path it never takes) and would make the product NaN."""
-        with np.errstate(invalid="ignore"):
-            return np.where(self.ops_count > 0, self.ops_count * self.ops_time, 0.0)
-
-    def op_records(self, i: int = 0) -> list[dict[str, Any]]:
-        """Operators of design i: name, count, flops and bytes (totals over the count, per
-        chip), time (total), share of the step, bound; sorted by time, longest first."""
-        spent = self.ops_spent[i]
-        total = float(np.sum(spent))
-        bound = self.ops_bound[i]
-        n_ops = self.op_traffic.shape[1]
-        out = []
-        for j, name in enumerate(self.ops_name):
-            cnt = float(self.ops_count[i, j])
-            t = float(spent[j])
-            out.append({
-                "name": str(name), "count": cnt,
-                "flops": cnt * float(self.ops_flops[i, j]),
-                "bytes": {lv: cnt * float(self.op_traffic[i, j, k]) if j < n_ops else 0.0
-                          for k, lv in enumerate(self.level_names)},
-                "time_s": t, "share": t / total if total > 0 else 0.0,
-                "bound": str(bound[j]),
-            })
-        return sorted(out, key=lambda r: -r["time_s"])
 
 
 @dataclass(frozen=True)
@@ -228,119 +102,7 @@ def _reject(condition: bool, message: str, **structured: Any) -> None:
     """DseError(message, **structured: field, value, rule) when `condition` holds."""
     if condition:
         raise DseError(message, **structured)
-
-
-# --- the arguments of the public evaluate -----------------------------------------------------
-
-class ArgumentError(DseError, TypeError):
-    """A keyword of dse.evaluate of the wrong type: a DseError (README: bad arguments raise
-    dse.DseError) that is also the TypeError Python code expects."""
-
-
-def _found(value: object) -> str:
-    """A value as a message shows it: its type and a short repr, on one line."""
-    shown = repr(value) if not isinstance(value, int) or value.bit_length() < 100 \
-        else "a number of over 30 digits"
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    return f"{type(value).__name__} {shown}"
-
-
-def _expect(keyword: str, what: str, value: object) -> NoReturn:
-    raise ArgumentError(f"{keyword}: expected {what}, found {_found(value)}")
-
-
-def _whole_or_numpy(value: object) -> object:
-    """A numpy integer as a Python int (numpy scalars are whole numbers too); else as is."""
-    return int(value) if isinstance(value, np.integer) else value
-
-
-def _checked_arguments(a: dict[str, object]) -> None:
-    """Check the type of every argument of evaluate (bound, defaults applied) and normalize
-    the forms it accepts in place: numpy integers and booleans as Python's, `area_budget`
-    as a number of mm2 or a string with an area unit ('600 mm2'). Values are checked where
-    they are used (the scenario, Execution, the design vocabulary); this catches the types
-    that would otherwise fail deep in the model as AttributeError or TypeError."""
-    if not isinstance(a["hw"], HardwareSpec | DesignBatch):
-        _expect("hw", "a hardware spec (dse.load_hardware('h100-sxm')) or a DesignBatch "
-                      "(dse.design_batch)", a["hw"])
-    if not isinstance(a["wl"], WorkloadFile):  # every kind's schema (dse.workloads.KINDS)
-        _expect("wl", "a workload spec (dse.load_workload('llama2-7b'))", a["wl"])
-    for key in ("scenario", "phase", "precision", "kv_precision"):
-        if a[key] is not None and not isinstance(a[key], str):
-            _expect(key, "a name (a string) or None", a[key])
-    if not isinstance(a["fusion"], str):
-        _expect("fusion", "a name (a string): flash or none", a["fusion"])
-    batch = _whole_or_numpy(a["batch"])
-    if isinstance(batch, np.ndarray) and batch.ndim != 1:
-        raise ArgumentError(f"batch: expected one batch per design (a list or 1-D array), "
-                            f"found an array of shape {batch.shape}")
-    if batch is not None and not isinstance(batch, int | str | list | tuple | np.ndarray):
-        _expect("batch", "a whole number, max, best, or a list of whole numbers (one per "
-                         "design)", batch)
-    a["batch"] = batch
-    for key in ("seq_in", "seq_out", "chips", "tp", "pp"):
-        a[key] = _whole_or_numpy(a[key])  # the values are the scenario's and Execution's
-    if a["execution"] is not None:
-        if not isinstance(a["execution"], Execution):
-            _expect("execution", "a dse.Execution (dse.Execution(chips=2, tp=2)) or None",
-                    a["execution"])
-        given = [k for k, default in (("chips", 1), ("tp", 1), ("pp", 1), ("fusion", "flash"))
-                 if a[k] != default]
-        if given:
-            raise ArgumentError(f"execution: given together with {', '.join(given)}; give "
-                                "the split once, in execution or as chips, tp, pp and fusion")
-    if a["overrides"] is not None and not isinstance(a["overrides"], dict):
-        _expect("overrides", "a mapping of dotted paths to values "
-                             "({'compute.units': 120}) or None", a["overrides"])
-    if a["tech"] is not None and not isinstance(a["tech"], TechSpec):
-        _expect("tech", "the chip's process node, a TechSpec "
-                        "(dse.spec.load.hardware_with_technology), or None", a["tech"])
-    if isinstance(a["reticle"], np.bool_):
-        a["reticle"] = bool(a["reticle"])
-    if not isinstance(a["reticle"], bool):
-        _expect("reticle", "True or False", a["reticle"])
-    a["area_budget"] = _area_budget(a["area_budget"])
-
-
-def _area_budget(value: object) -> float | None:
-    """area_budget as mm2: a number of mm2 (600) or a string with an area unit ('600 mm2',
-    '0.0006 m2'), positive and within the window every quantity keeps (README, "Input
-    limits")."""
-    if value is None:
-        return None
-    what = "a positive area, a number of mm2 (600) or a string with its unit ('600 mm2')"
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating
-                                                 | str):
-        _expect("area_budget", what, value)
-    text = value if isinstance(value, str) else f"{float(value)!r} mm2"
-    try:
-        return units.to_kind(text, units.AREA)
-    except units.UnitError as e:
-        if isinstance(value, str):
-            raise DseError(f"area_budget: {e}") from None
-        raise DseError(f"area_budget: expected {what}, found {_found(value)}") from None
-
-
-def _checked(evaluate: F) -> F:
-    """`evaluate` that checks its arguments first (_checked_arguments): a wrong type is a
-    one-line ArgumentError naming the keyword and what it takes, not an AttributeError
-    from deep in the model. Checked once per call, before the chunks are cut."""
-    signature = inspect.signature(evaluate)
-
-    @functools.wraps(evaluate)
-    def run(*args: object, **kwargs: object) -> object:
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError as e:  # a missing or unknown keyword: Python's message, named
-            raise ArgumentError(f"dse.evaluate: {e}") from None
-        bound.apply_defaults()
-        _checked_arguments(bound.arguments)
-        return evaluate(*bound.args, **bound.kwargs)
-
-    return run  # type: ignore[return-value]
-
-
-@_checked  # the types of the arguments, before anything else
+@checked  # the types of the arguments, before anything else
 @chunked  # issue 15: any number of designs in bounded memory (dse.model.chunks)
 def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | None = None, *,
              phase: str | None = None,

@@ -46,8 +46,9 @@ from dse import phases
 from dse.errors import DseError
 from dse.model.batch import DesignBatch
 from dse.model.divisors import divisors
-from dse.model.evaluate import Evaluation, evaluate
+from dse.model.evaluate import evaluate
 from dse.model.execution import Execution
+from dse.model.results import Evaluation
 from dse.model.training import (
     RECOMPUTE,
     ZERO_ORDER,

@@ -114,7 +114,7 @@ def test_u2_a_list_cut_short_exits_141():
 
 # --- T7: wrong-typed keywords of dse.evaluate ---------------------------------------------
 # `dse.evaluate(..., execution="chips=2")`, `tech=object()`, `area_budget="600 mm2"` raised
-# AttributeError or TypeError from deep in the model. Fix: dse.model.evaluate._checked checks
+# AttributeError or TypeError from deep in the model. Fix: dse.model.arguments.checked checks
 # every keyword first: a one-line DseError (also a TypeError) naming the keyword and what it
 # takes; area_budget takes a number of mm2 or a string with its unit.
 

@@ -640,7 +640,7 @@ def test_an_operator_that_does_not_run_spends_no_time_even_at_an_infinite_time()
     """count 0 x time inf was NaN, which made every operator's share of the step NaN."""
     from types import SimpleNamespace
 
-    from dse.model.evaluate import Evaluation
+    from dse.model.results import Evaluation
 
     ev = SimpleNamespace(ops_count=np.array([[2.0, 0.0, 1.0]]),
                          ops_time=np.array([[1.5, np.inf, 0.25]]))

@@ -20,23 +20,18 @@ from typing import Any
 
 import numpy as np
 
-from dse import units
 from dse.errors import DseError
+from dse.model.memory_levels import memory_arrays
+from dse.model.overrides import Values
 from dse.spec import assumptions
 from dse.spec.catalogue import Generation, catalogue
 from dse.spec.hardware import (
-    CHANNEL_INTERFACES,
-    HBM_INTERFACES,
     ON_CHIP_KINDS,
     PRECISIONS,
     Compute,
     HardwareSpec,
-    MemoryLevel,
-    interface_family,
 )
 from dse.spec.hardware_costs import fixed_cost
-from dse.spec.types import MAX_WHOLE
-from dse.spec.vocabulary import COUPLED, Term, canonical, convert
 
 
 @dataclass(frozen=True)
@@ -152,113 +147,7 @@ class DesignBatch:
         return np.where(self.resident[None, :], self.capacity, 0.0)
 
 
-# Fields the models read as one value for every design; a study cannot vary them yet (a
-# package field or the spares policy given once is applied to the spec: dse.spec.assumptions).
-_FIXED = ("technology.as_built.", "technology.package.")
-
-
-class _Values:
-    """The overrides of one batch: reads a path's N values (an override, else the spec's
-    value) and remembers which overrides were read, so none is silently ignored."""
-
-    def __init__(self, spec: HardwareSpec, overrides: dict[str, object]):
-        self.spec = spec
-        self.parsed: dict[str, np.ndarray] = {}
-        self.per_cycle: set[str] = set()
-        clock0 = spec.compute.clock
-        for key, value in overrides.items():
-            path, term = canonical(spec, key)
-            if path in self.parsed:
-                raise DseError(f"{path} is given twice", field=key, domain="design")
-            if path.startswith(_FIXED):
-                raise DseError(assumptions.NOT_VARIED, field=path, domain="design")
-            if isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
-                cyc = [False]  # plain numbers: SI values, never per cycle
-            else:
-                items = value if isinstance(value, list | tuple | np.ndarray) else [value]
-                cyc = [isinstance(v, str) and units.is_per_cycle(v)
-                       for v in np.asarray(items, dtype=object).ravel()]
-            if any(cyc) and not all(cyc):
-                raise DseError("give every value per cycle or none", field=path, domain="design")
-            if any(cyc) and term.kind is not units.OPS_PER_CYCLE:
-                # a per-cycle value of a per-second field follows the clock; a field kept
-                # per cycle (peak_per_unit, which the model multiplies by the clock) does not
-                self.per_cycle.add(path)
-            self.parsed[path] = convert(path, term, value, 1.0 if any(cyc) else clock0)
-            _in_range(path, term, self.parsed[path])
-        sizes = {a.size for a in self.parsed.values() if a.size != 1}
-        if len(sizes) > 1:
-            raise DseError("overrides have different lengths "
-                           f"({', '.join(str(s) for s in sorted(sizes))}); give one value or "
-                           "N values for every path")
-        self.n = sizes.pop() if sizes else 1
-        self.read: set[str] = set()
-        self.clock = self.get("compute.clock", clock0 or 0.0)
-        if "compute.clock" in self.parsed and clock0 is None and spec.per_cycle:
-            raise DseError("the spec gives no clock to scale its "
-                           "per-cycle quantities from", field="compute.clock", domain="design")
-        self.clock_ratio = self.clock / clock0 if clock0 else np.ones(self.n)
-
-    def given(self, path: str) -> bool:
-        return path in self.parsed
-
-    def get(self, path: str, default: float | None) -> np.ndarray:
-        """[N] values of `path`: the override, else `default` (the spec's value; NaN for
-        None), which follows the clock if the spec gives it per cycle."""
-        if path in self.parsed:
-            self.read.add(path)
-            out = np.broadcast_to(self.parsed[path].ravel(), (self.n,)).astype(float)
-            return out * self.clock if path in self.per_cycle else out
-        out = np.full(self.n, np.nan if default is None else float(default))
-        if path in self.spec.per_cycle and "compute.clock" in self.parsed:
-            out = out * self.clock_ratio
-        return out
-
-    def check_all_read(self) -> None:
-        for path in self.parsed:
-            if path not in self.read:
-                raise DseError("no model reads this field, so varying it "
-                               "would change nothing", field=path, domain="design",
-                               rule=UNREAD)
-
-    def finite(self, what: str, values: np.ndarray) -> None:
-        if not np.all(np.isfinite(values)):
-            raise DseError(f"{what} overflows for some designs (beyond the range of a "
-                           "float); check the values given", domain="design")
-
-
-# The rule of the error for a varied field no model reads (dse.report.hardware_view marks
-# such a field by it, not by the words).
-UNREAD = "a field a model reads"
-
-
-def _in_range(path: str, term: Term, values: np.ndarray) -> None:
-    """The magnitudes YAML accepts (README, "Input limits"): a quantity within
-    units.MIN_MAGNITUDE .. MAX_MAGNITUDE of its SI unit, a plain number likewise, a whole
-    number up to MAX_WHOLE; so a value given as a plain number (an SI value) cannot take a
-    design past the float range where its unit-carrying spelling would be refused."""
-    scale = term.kind.scale if term.kind is not None else 1.0
-    si = np.abs(values.ravel()) / scale
-    bad = (si != 0) & ((si < units.MIN_MAGNITUDE) | (si > units.MAX_MAGNITUDE))
-    if term.integer:
-        bad |= si > MAX_WHOLE
-    if not bad.any():
-        return
-    j = int(np.argmax(bad))
-    found, value = values.ravel()[j], float(si[j])
-    if term.integer and value > MAX_WHOLE:
-        why = f"above {MAX_WHOLE} (2^53), the largest whole number dse accepts"
-    elif term.kind is not None:
-        why = units.magnitude_problem(value, term.kind)
-    else:
-        why = (f"below {units.MIN_MAGNITUDE:g}, the smallest magnitude dse accepts"
-               if value < units.MIN_MAGNITUDE else
-               f"above {units.MAX_MAGNITUDE:g}, the largest magnitude dse accepts")
-    raise DseError(f"expected {term.describe_range()}, found {found:g} ({why})",
-                   field=path, domain="design")
-
-
-def _tile(v: _Values, c: Compute) -> tuple[int, int, int] | np.ndarray | None:
+def _tile(v: Values, c: Compute) -> tuple[int, int, int] | np.ndarray | None:
     """The native tile: the spec's (m, n, k), or [N, 3] where overrides vary it."""
     paths = [f"compute.matrix.tile.{d}" for d in "mnk"]
     spec_tile = (c.matrix.tile.m, c.matrix.tile.n, c.matrix.tile.k) if c.matrix.tile else None
@@ -271,59 +160,44 @@ def _tile(v: _Values, c: Compute) -> tuple[int, int, int] | np.ndarray | None:
                      for j, p in enumerate(paths)], axis=1)
 
 
-def _slice_scale(v: _Values, spec: HardwareSpec, lv: MemoryLevel, scale: dict[str, np.ndarray]
-                 ) -> np.ndarray:
-    """The slice count of each design of level `lv` ([N]; 0 where the level gives no
-    slices), and the factors it puts on the level's capacity and bandwidth (into `scale`,
-    where neither they nor the slices are given; a given `slices` scales them through
-    COUPLED). The rule (README, "Caches as slices"): a slice keeps the size and bandwidth
-    the spec gives it (capacity / slices, bandwidth / slices). A design that changes the
-    capacity changes the slice count at that size, rounded to whole slices (at least one),
-    so its capacity is as given and its bandwidth follows the slices, as adding slices to a
-    floorplan does; with `slices_per: stack`, a design that changes the HBM stacks and
-    not this level's capacity scales the slices with the stacks (memory partitions), and
-    capacity and bandwidth follow."""
-    at = f"memory.{lv.name}"
-    if lv.slices is None:
-        return v.get(f"{at}.slices", 0) if v.given(f"{at}.slices") else np.zeros(v.n)
-    if v.given(f"{at}.slices"):
-        return v.get(f"{at}.slices", None)
-    if v.given(f"{at}.capacity"):
-        count = np.maximum(1.0, np.round(v.get(f"{at}.capacity", None) / lv.slice_capacity()))
-    elif lv.slices_per == "stack" and (hbm := next(
-            (m for m in spec.memory if m.stacks is not None), None)) is not None \
-            and v.given(f"memory.{hbm.name}.stacks"):
-        count = np.maximum(1.0, np.round(lv.slices * v.get(f"memory.{hbm.name}.stacks", None)
-                                         / hbm.stacks))
-        scale.setdefault("capacity", count / lv.slices)
-    else:
-        return np.full(v.n, float(lv.slices))
-    if not v.given(f"{at}.bandwidth"):
-        scale["bandwidth"] = count / lv.slices
-    return count
+def _peak(v: Values, c: Compute, name: str, units_: np.ndarray) -> dict[str, np.ndarray]:
+    """[N] peak FLOP/s of engine `name` (matrix, vector) at each precision it has: a
+    per-unit peak per cycle x units x clock, or a chip total."""
+    eng = getattr(c, name)
+    out: dict[str, np.ndarray] = {}
+    for p in PRECISIONS:
+        per_unit = eng.peak_per_unit.get(p) if eng else None
+        fixed = eng.peak.get(p) if eng else None
+        pu_path = f"compute.{name}.peak_per_unit.{p}"
+        fx_path = f"compute.{name}.peak.{p}"
+        if v.given(pu_path) and v.given(fx_path):
+            raise DseError(f"give the {p} peak one way, per unit or "
+                           "as a chip total", field=pu_path, domain="design")
+        if v.given(pu_path) or (per_unit is not None and not v.given(fx_path)):
+            if c.clock is None and not v.given("compute.clock"):
+                raise DseError("a per-cycle peak needs compute.clock",
+                               field=pu_path, domain="design")
+            with np.errstate(over="ignore"):  # an overflow is reported just below
+                out[p] = v.get(pu_path, per_unit) * units_ * v.clock
+        elif v.given(fx_path) or fixed is not None:
+            out[p] = v.get(fx_path, fixed)
+        if p in out:
+            v.finite(f"the {name} peak at {p}", out[p])
+    return out
 
 
-def _generation(v: _Values, lv: MemoryLevel) -> np.ndarray:
-    """[N] catalogue index of level `lv`'s generation (-1: none). A design may change it
-    within the level's family (an HBM level among HBM generations: its stacks stay stacks)."""
-    at = f"memory.{lv.name}.generation"
-    if not v.given(at):
-        return np.full(v.n, float(catalogue().index(lv.generation)) if lv.generation
-                       else -1.0)
-    cat = catalogue()
-    if lv.kind != "dram" or lv.interface is None:
-        raise DseError(f"level '{lv.name}' is not a DRAM level with an interface",
-                       field=at, domain="design")
-    family = interface_family(lv.interface) or lv.interface
-    gen = v.get(at, None)
-    wrong = [name for name in dict.fromkeys(cat.names[int(g)] for g in gen)
-             if cat.family_of(name) != family]
-    if wrong:
-        same = [k for k in cat.names if cat.family_of(k) == family]
-        raise DseError(f"{wrong[0]} is a {cat.family_of(wrong[0])} generation and "
-                       f"level '{lv.name}' is {family} memory; expected one of: "
-                       f"{', '.join(same) or 'none in the catalogue'}", field=at, domain="design")
-    return gen
+def _fractions(v: Values, c: Compute) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The matrix engines' achievable fraction of peak per precision ([N] each: its own,
+    else the chip's) and their typical share on a model's layers ([N], NaN: none given)."""
+    ach = c.matrix.achievable
+    base_frac = v.get("compute.matrix.achievable.fraction", ach.fraction if ach else 1.0)
+    matrix_fraction = {}
+    for p in PRECISIONS:
+        own = v.get(f"compute.matrix.achievable.per_precision.{p}",
+                    ach.per_precision.get(p) if ach else None)  # type: ignore[call-overload]
+        matrix_fraction[p] = np.where(np.isnan(own), base_frac, own)
+    return matrix_fraction, v.get("compute.matrix.achievable.typical",
+                                  ach.typical if ach else None)
 
 
 def design_batch(spec: HardwareSpec, overrides: Mapping[str, object] | None = None
@@ -337,107 +211,15 @@ def design_batch(spec: HardwareSpec, overrides: Mapping[str, object] | None = No
     # a technology-level assumption (package, spares) is the spec's: one value, applied to it
     spec, rest = assumptions.split(spec, dict(overrides or {}))
     assumed = assumptions.values_of(spec, [k for k in overrides or {} if k not in rest])
-    v = _Values(spec, rest)
+    v = Values(spec, rest)
     n, c = v.n, spec.compute
     units_ = v.get("compute.units", c.units)
     clock = v.clock
 
-    def engine(name: str) -> dict[str, np.ndarray]:
-        eng = getattr(c, name)
-        out: dict[str, np.ndarray] = {}
-        for p in PRECISIONS:
-            per_unit = eng.peak_per_unit.get(p) if eng else None
-            fixed = eng.peak.get(p) if eng else None
-            pu_path = f"compute.{name}.peak_per_unit.{p}"
-            fx_path = f"compute.{name}.peak.{p}"
-            if v.given(pu_path) and v.given(fx_path):
-                raise DseError(f"give the {p} peak one way, per unit or "
-                               "as a chip total", field=pu_path, domain="design")
-            if v.given(pu_path) or (per_unit is not None and not v.given(fx_path)):
-                if c.clock is None and not v.given("compute.clock"):
-                    raise DseError("a per-cycle peak needs compute.clock",
-                                   field=pu_path, domain="design")
-                with np.errstate(over="ignore"):  # an overflow is reported just below
-                    out[p] = v.get(pu_path, per_unit) * units_ * clock
-            elif v.given(fx_path) or fixed is not None:
-                out[p] = v.get(fx_path, fixed)
-            if p in out:
-                v.finite(f"the {name} peak at {p}", out[p])
-        return out
+    matrix_peak, vector_peak = _peak(v, c, "matrix", units_), _peak(v, c, "vector", units_)
+    matrix_fraction, matrix_typical = _fractions(v, c)
 
-    matrix_peak, vector_peak = engine("matrix"), engine("vector")
-    ach = c.matrix.achievable
-    base_frac = v.get("compute.matrix.achievable.fraction", ach.fraction if ach else 1.0)
-    matrix_fraction = {}
-    for p in PRECISIONS:
-        own = v.get(f"compute.matrix.achievable.per_precision.{p}",
-                    ach.per_precision.get(p) if ach else None)  # type: ignore[call-overload]
-        matrix_fraction[p] = np.where(np.isnan(own), base_frac, own)
-    matrix_typical = v.get("compute.matrix.achievable.typical", ach.typical if ach else None)
-
-    cap_unit, bw_unit, frac, stacks, channels, gfrac, grain = [], [], [], [], [], [], []
-    slices, generation = [], []
-    for lv in spec.memory:
-        at = f"memory.{lv.name}"
-        scale: dict[str, np.ndarray] = {}  # effect -> factor of its coupled cause
-        gen = _generation(v, lv)
-        generation.append(gen)
-        for cause, effects in COUPLED.items():
-            if not v.given(f"{at}.{cause}"):
-                continue
-            if cause == "slices" and not (lv.kind in ON_CHIP_KINDS and lv.scope == "shared"):
-                raise DseError(f"level '{lv.name}' is not a shared on-chip "
-                               "level (an L2 or last-level cache)",
-                               field=f"{at}.slices", domain="design")
-            if cause == "stacks" and lv.interface not in HBM_INTERFACES:
-                raise DseError(f"level '{lv.name}' is not an HBM level",
-                               field=f"{at}.stacks", domain="design")
-            if cause == "channels" and lv.interface not in CHANNEL_INTERFACES:
-                raise DseError(f"level '{lv.name}' has no DDR, LPDDR or "
-                               "GDDR interface", field=f"{at}.channels", domain="design")
-            old = getattr(lv, cause)
-            if old is None and not all(v.given(f"{at}.{e}") for e in effects):
-                raise DseError(f"'{lv.name}' gives no {cause} to scale "
-                               f"its {' and '.join(effects)} from; give them too",
-                               field=f"{at}.{cause}", domain="design")
-            if old is not None:
-                factor = v.get(f"{at}.{cause}", None) / old
-                scale.update({e: factor for e in effects if not v.given(f"{at}.{e}")})
-        n_slices = _slice_scale(v, spec, lv, scale)
-        slices.append(n_slices)
-        if v.given(f"{at}.generation"):
-            # the generation sets the figures per unit: units x the catalogue's, unless given
-            cat = catalogue()
-            count = (v.get(f"{at}.stacks", lv.stacks) if lv.stacks is not None else
-                     v.get(f"{at}.channels", lv.channels) if lv.channels is not None else
-                     np.ones(n))
-            idx = gen.astype(int)
-            for effect, table in (("capacity", [g.capacity for g in cat.generations.values()]),
-                                  ("bandwidth", [g.bandwidth for g in cat.generations.values()])):
-                if not v.given(f"{at}.{effect}"):  # a value given as well wins
-                    scale[effect] = count * np.asarray(table)[idx] / getattr(lv, effect)
-        cap_unit.append(v.get(f"{at}.capacity", lv.capacity) * scale.get("capacity", 1.0))
-        bw_unit.append(v.get(f"{at}.bandwidth", lv.bandwidth) * scale.get("bandwidth", 1.0))
-        frac.append(v.get(f"{at}.achievable.fraction",
-                          lv.achievable.fraction if lv.achievable else 1.0))
-        stated = lv.gather.fraction if lv.gather else None
-        # the gather fraction follows a --set streaming fraction unless the level states its own
-        gfrac.append(v.get(f"{at}.gather.fraction", stated) if stated is not None
-                     or v.given(f"{at}.gather.fraction") else
-                     frac[-1] * (lv.gather_fraction() / (lv.achievable.fraction
-                                                         if lv.achievable else 1.0)))
-        grain.append(v.get(f"{at}.gather.granularity", lv.gather_granularity()))
-        stacks.append(v.get(f"{at}.stacks", lv.stacks or 0))
-        channels.append(v.get(f"{at}.channels", lv.channels or 0))
-    per_unit = np.array([lv.scope == "per_unit" for lv in spec.memory])
-    mult = np.where(per_unit[None, :], units_[:, None], 1.0)
-    cap_u = np.stack(cap_unit, axis=1)
-    peak_bandwidth = np.stack(bw_unit, axis=1) * mult
-    bandwidth = peak_bandwidth * np.stack(frac, axis=1)
-    gather_bandwidth = peak_bandwidth * np.stack(gfrac, axis=1)
-    gather_granularity = np.stack(grain, axis=1)
-    v.finite("a memory level's capacity or bandwidth", cap_u * mult)
-    v.finite("a memory level's bandwidth", peak_bandwidth)
+    mem = memory_arrays(v, spec, units_)
 
     ic = spec.interconnect
     hl = ic.host_link if ic else None
@@ -458,11 +240,11 @@ def design_batch(spec: HardwareSpec, overrides: Mapping[str, object] | None = No
         level_names=tuple(lv.name for lv in spec.memory),
         level_kinds=tuple(lv.kind for lv in spec.memory),
         resident=np.array([lv.holds_resident for lv in spec.memory]),
-        per_unit=per_unit, stacks=np.stack(stacks, axis=1), channels=np.stack(channels, axis=1),
-        slices=np.stack(slices, axis=1), generation=np.stack(generation, axis=1),
-        peak_bandwidth=peak_bandwidth,
-        capacity=cap_u * mult, unit_capacity=cap_u, bandwidth=bandwidth,
-        gather_bandwidth=gather_bandwidth, gather_granularity=gather_granularity,
+        per_unit=mem.per_unit, stacks=mem.stacks, channels=mem.channels,
+        slices=mem.slices, generation=mem.generation,
+        peak_bandwidth=mem.peak_bandwidth,
+        capacity=mem.capacity, unit_capacity=mem.unit_capacity, bandwidth=mem.bandwidth,
+        gather_bandwidth=mem.gather_bandwidth, gather_granularity=mem.gather_granularity,
         link_bandwidth=v.get("interconnect.link_bandwidth",
                              (ic.link_bandwidth or 0.0) if ic else 0.0),
         links=v.get("interconnect.links", ic.links if ic else 0),

@@ -179,7 +179,8 @@ def vocabulary_rows(spec: HardwareSpec, every: bool = False) -> list[dict[str, A
     (SI), its unit and the rule a value must meet, and whether the models read it per design
     (`varies`). Without `every`, only the fields the spec gives a value."""
     from dse.errors import DseError
-    from dse.model.batch import UNREAD, design_batch
+    from dse.model.batch import design_batch
+    from dse.model.overrides import UNREAD
     from dse.spec import assumptions
     from dse.spec.vocabulary import canonical, current, generation_names, variable_paths
 

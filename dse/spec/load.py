@@ -357,7 +357,7 @@ def _couple_partitions(inherited: dict[str, LDict], mine: LList, out: LList) -> 
     """A derived file that changes its HBM stacks scales the slices of an inherited cache
     with `slices_per: stack` in proportion (whole slices, at least one), and its capacity
     and bandwidth with them, unless it names that cache's capacity, slices or bandwidth
-    (the rule of dse.model.batch._slice_scale, on the YAML route). The cache's merged
+    (the rule of dse.model.memory_levels._slice_scale, on the YAML route). The cache's merged
     mapping is replaced by a copy, never written into."""
     changed = [(item, inherited[item["name"]]) for item in mine
                if item["name"] in inherited and isinstance(item.get("stacks"), int)
@@ -388,7 +388,7 @@ def _couple_slices(old: LDict, item: LDict, new: LDict) -> None:
     """A derived sliced cache that changes its capacity and not its slices or bandwidth
     keeps the inherited slice size: its slice count is the new capacity over it (whole
     slices, at least one), and its bandwidth follows the slices (the rule of
-    dse.model.batch._slice_scale, on the YAML route)."""
+    dse.model.memory_levels._slice_scale, on the YAML route)."""
     was = old.get("slices")
     if not (isinstance(was, int) and was > 0 and "capacity" in item and "slices" not in item
             and "bandwidth" not in item and isinstance(old.get("bandwidth"), str)):

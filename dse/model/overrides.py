@@ -1,0 +1,119 @@
+"""The overrides of one design batch: each path of the design vocabulary read as N values
+(an override, else the spec's value), checked against its field's magnitudes, with the
+overrides no model reads refused so that none is silently ignored. No I/O."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dse import units
+from dse.errors import DseError
+from dse.spec import assumptions
+from dse.spec.hardware import HardwareSpec
+from dse.spec.types import MAX_WHOLE
+from dse.spec.vocabulary import Term, canonical, convert
+
+# Fields the models read as one value for every design; a study cannot vary them yet (a
+# package field or the spares policy given once is applied to the spec: dse.spec.assumptions).
+_FIXED = ("technology.as_built.", "technology.package.")
+
+
+class Values:
+    """The overrides of one batch: reads a path's N values (an override, else the spec's
+    value) and remembers which overrides were read, so none is silently ignored."""
+
+    def __init__(self, spec: HardwareSpec, overrides: dict[str, object]):
+        self.spec = spec
+        self.parsed: dict[str, np.ndarray] = {}
+        self.per_cycle: set[str] = set()
+        clock0 = spec.compute.clock
+        for key, value in overrides.items():
+            path, term = canonical(spec, key)
+            if path in self.parsed:
+                raise DseError(f"{path} is given twice", field=key, domain="design")
+            if path.startswith(_FIXED):
+                raise DseError(assumptions.NOT_VARIED, field=path, domain="design")
+            if isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
+                cyc = [False]  # plain numbers: SI values, never per cycle
+            else:
+                items = value if isinstance(value, list | tuple | np.ndarray) else [value]
+                cyc = [isinstance(v, str) and units.is_per_cycle(v)
+                       for v in np.asarray(items, dtype=object).ravel()]
+            if any(cyc) and not all(cyc):
+                raise DseError("give every value per cycle or none", field=path, domain="design")
+            if any(cyc) and term.kind is not units.OPS_PER_CYCLE:
+                # a per-cycle value of a per-second field follows the clock; a field kept
+                # per cycle (peak_per_unit, which the model multiplies by the clock) does not
+                self.per_cycle.add(path)
+            self.parsed[path] = convert(path, term, value, 1.0 if any(cyc) else clock0)
+            _in_range(path, term, self.parsed[path])
+        sizes = {a.size for a in self.parsed.values() if a.size != 1}
+        if len(sizes) > 1:
+            raise DseError("overrides have different lengths "
+                           f"({', '.join(str(s) for s in sorted(sizes))}); give one value or "
+                           "N values for every path")
+        self.n = sizes.pop() if sizes else 1
+        self.read: set[str] = set()
+        self.clock = self.get("compute.clock", clock0 or 0.0)
+        if "compute.clock" in self.parsed and clock0 is None and spec.per_cycle:
+            raise DseError("the spec gives no clock to scale its "
+                           "per-cycle quantities from", field="compute.clock", domain="design")
+        self.clock_ratio = self.clock / clock0 if clock0 else np.ones(self.n)
+
+    def given(self, path: str) -> bool:
+        return path in self.parsed
+
+    def get(self, path: str, default: float | None) -> np.ndarray:
+        """[N] values of `path`: the override, else `default` (the spec's value; NaN for
+        None), which follows the clock if the spec gives it per cycle."""
+        if path in self.parsed:
+            self.read.add(path)
+            out = np.broadcast_to(self.parsed[path].ravel(), (self.n,)).astype(float)
+            return out * self.clock if path in self.per_cycle else out
+        out = np.full(self.n, np.nan if default is None else float(default))
+        if path in self.spec.per_cycle and "compute.clock" in self.parsed:
+            out = out * self.clock_ratio
+        return out
+
+    def check_all_read(self) -> None:
+        for path in self.parsed:
+            if path not in self.read:
+                raise DseError("no model reads this field, so varying it "
+                               "would change nothing", field=path, domain="design",
+                               rule=UNREAD)
+
+    def finite(self, what: str, values: np.ndarray) -> None:
+        if not np.all(np.isfinite(values)):
+            raise DseError(f"{what} overflows for some designs (beyond the range of a "
+                           "float); check the values given", domain="design")
+
+
+# The rule of the error for a varied field no model reads (dse.report.hardware_view marks
+# such a field by it, not by the words).
+UNREAD = "a field a model reads"
+
+
+def _in_range(path: str, term: Term, values: np.ndarray) -> None:
+    """The magnitudes YAML accepts (README, "Input limits"): a quantity within
+    units.MIN_MAGNITUDE .. MAX_MAGNITUDE of its SI unit, a plain number likewise, a whole
+    number up to MAX_WHOLE; so a value given as a plain number (an SI value) cannot take a
+    design past the float range where its unit-carrying spelling would be refused."""
+    scale = term.kind.scale if term.kind is not None else 1.0
+    si = np.abs(values.ravel()) / scale
+    bad = (si != 0) & ((si < units.MIN_MAGNITUDE) | (si > units.MAX_MAGNITUDE))
+    if term.integer:
+        bad |= si > MAX_WHOLE
+    if not bad.any():
+        return
+    j = int(np.argmax(bad))
+    found, value = values.ravel()[j], float(si[j])
+    if term.integer and value > MAX_WHOLE:
+        why = f"above {MAX_WHOLE} (2^53), the largest whole number dse accepts"
+    elif term.kind is not None:
+        why = units.magnitude_problem(value, term.kind)
+    else:
+        why = (f"below {units.MIN_MAGNITUDE:g}, the smallest magnitude dse accepts"
+               if value < units.MIN_MAGNITUDE else
+               f"above {units.MAX_MAGNITUDE:g}, the largest magnitude dse accepts")
+    raise DseError(f"expected {term.describe_range()}, found {found:g} ({why})",
+                   field=path, domain="design")

@@ -25,7 +25,7 @@ fits (I/O-bound dies are made this way), which costs area and, past the node's r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -111,94 +111,22 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False,
                        "built (gpu or array)")
     sp = spares(spec)  # one rule for a shipped die, a derived file and --set / a study
     f_units, f_level, f_links = sp.units, sp.levels, sp.links
-    units_scale = np.full(n, f_units)
-    comp: dict[str, np.ndarray] = {}
+    comp = _compute_areas(db, tech, style, f_units)
     edge = np.zeros(n)
-
-    def at_clock(const: ComputeArea) -> np.ndarray:
-        """Spares x (reference clock / design clock): area follows the MACs built."""
-        return units_scale * np.where(db.clock > 0, const.clock / np.where(db.clock > 0,
-                                                                          db.clock, 1.0), 1.0)
-
-    matrix = getattr(tech.compute, style)
-    comp["compute"] = _engine_area(db.matrix_peak, matrix, at_clock(matrix),
-                                   f"{spec.name} compute.matrix", n)
-    if style == "array":
-        comp["unit control"] = db.units * f_units * tech.compute.array_unit.area
-    if style == "array" and db.vector_peak:
-        comp["vector units"] = _engine_area(db.vector_peak, tech.compute.vector,
-                                            at_clock(tech.compute.vector),
-                                            f"{spec.name} compute.vector", n)
-
-    phys: list[tuple[str, np.ndarray, Phy | _Scaled]] = []  # (component, instances [N], PHY)
-    for i, level in enumerate(spec.memory):
-        spare = f_level.get(level.name, {})
+    for i, level in enumerate(spec.memory):  # on-chip levels: SRAM area per byte
         if level.kind in ("register", "sram", "cache"):
             per_byte = tech.sram.cache if level.kind == "cache" else tech.sram.scratchpad
-            cap = db.capacity[:, i] * spare.get("capacity", 1.0)
+            cap = db.capacity[:, i] * f_level.get(level.name, {}).get("capacity", 1.0)
             if level.scope == "per_unit":
                 cap = cap * f_units
             comp[f"{level.name} ({level.kind})"] = cap * per_byte
-            continue
-        if level.kind == "host":
-            continue  # the host's memory: its PHYs are on the host; the host link is below
-        iface, where = level.interface, f"{spec.name} memory[{i}] ({level.name})"
-        if iface in HBM_INTERFACES:
-            count = db.stacks[:, i] * spare.get("stacks", 1.0)
-            if not np.all(count > 0):
-                raise DseError(f"{where}.stacks: the area model needs the number of HBM "
-                               "stacks")
-            phys.append((f"{level.name} PHY", count, _per_unit(db, i, tech.phy.hbm)))
-        elif iface in CHANNEL_INTERFACES:
-            count = db.channels[:, i] * spare.get("channels", 1.0)
-            if not np.all(count > 0):
-                raise DseError(f"{where}.channels: the area model needs the number of "
-                               f"{iface} channels")
-            phys.append((f"{level.name} PHY", count,
-                         _per_unit(db, i, getattr(tech.phy, cast(str, interface_family(iface))))))
-        elif iface == "nvlink-c2c":
-            phys.append((f"{level.name} PHY", _lanes(db.peak_bandwidth[:, i], tech.phy.serdes),
-                         tech.phy.serdes))
-        elif iface == "cxl":
-            phys.append((f"{level.name} PHY", _lanes(db.peak_bandwidth[:, i], tech.phy.pcie),
-                         tech.phy.pcie))
-        else:
-            raise DseError(f"{where}.interface: the area model needs the DRAM interface "
-                           "(hbm3, lpddr5, ddr5 ...)")
-
-    ic = spec.interconnect
-    # Links on the die: the enabled ones scaled by the spares, or the as-built count where the
-    # product enables none (a PCIe card whose die carries NVLink).
-    links = np.where(db.links > 0, db.links * f_links, sp.idle_links)
-    if ic is not None and np.any(links > 0):
-        given = np.isfinite(db.lanes_per_link)
-        if not np.all(given | (db.link_bandwidth > 0)):
-            raise DseError(f"{spec.name} interconnect.lanes_per_link: the area model needs the "
-                           "lanes of the links the die carries (or their link_bandwidth)")
-        per_link = np.where(given, db.lanes_per_link, _lanes(db.link_bandwidth,
-                                                            tech.phy.serdes))
-        phys.append(("chip-to-chip PHY", links * per_link, tech.phy.serdes))
-    if ic is not None and ic.host_link is not None:
-        hl = ic.host_link
-        phy = tech.phy.serdes if hl.interface == "nvlink-c2c" else tech.phy.pcie
-        lanes = np.where(np.isfinite(db.host_link_lanes), db.host_link_lanes,
-                         _lanes(db.host_link_bandwidth, phy))
-        phys.append(("host PHY", lanes, phy))
+    phys = _memory_phys(db, tech, f_level) + _link_phys(db, tech, sp.idle_links, f_links)
     for name, count, part in phys:
         comp[name] = comp.get(name, 0.0) + count * part.area
         edge = edge + count * part.edge
     pk = spec.technology.package if spec.technology else None
     rules = tech.package
-    hbm_sites = np.zeros(n)
-    hbm_iface = None
-    for i, level in enumerate(spec.memory):
-        if level.kind == "dram" and level.interface in HBM_INTERFACES:
-            hbm_sites = hbm_sites + db.stacks[:, i] * f_level.get(level.name, {}).get(
-                "stacks", 1.0)
-            if hbm_iface is None:  # the stack outline follows the generation per design
-                ifaces = db.interfaces(i)
-                hbm_iface = ifaces[0] if len(set(ifaces)) == 1 else ifaces
-    hbm_sites = np.ceil(hbm_sites - 1e-9)  # sites as built: a spare fraction rounds up
+    hbm_sites, hbm_iface = _hbm_sites(db, f_level)
     plane = np.full(n, float(pk.in_plane)) if pk and pk.in_plane else db.dies
     if rules is not None and np.any(plane > 1):
         # Each joint between dies carries a die-to-die PHY on both dies (dse.model.package).
@@ -244,6 +172,113 @@ def area(db: DesignBatch, tech: TechSpec, *, reticle: bool = False,
                       edge_needed_mm=edge, perimeter_mm=perimeter, die_mm2=die,
                       feasible=feasible, reason=reason, published_mm2=published,
                       geometry=geo)
+
+
+def _compute_areas(db: DesignBatch, tech: TechSpec, style: str, f_units: float
+                   ) -> dict[str, np.ndarray]:
+    """[N] mm2 of the matrix engines (and, for an array, the units' control and the vector
+    units), from the node's area per FLOP/s at its reference clock, spares included."""
+    spec, n = db.spec, db.n
+    units_scale = np.full(n, f_units)
+    comp: dict[str, np.ndarray] = {}
+
+    def at_clock(const: ComputeArea) -> np.ndarray:
+        """Spares x (reference clock / design clock): area follows the MACs built."""
+        return units_scale * np.where(db.clock > 0, const.clock / np.where(db.clock > 0,
+                                                                          db.clock, 1.0), 1.0)
+
+    matrix = getattr(tech.compute, style)
+    comp["compute"] = _engine_area(db.matrix_peak, matrix, at_clock(matrix),
+                                   f"{spec.name} compute.matrix", n)
+    if style == "array":
+        comp["unit control"] = db.units * f_units * tech.compute.array_unit.area
+    if style == "array" and db.vector_peak:
+        comp["vector units"] = _engine_area(db.vector_peak, tech.compute.vector,
+                                            at_clock(tech.compute.vector),
+                                            f"{spec.name} compute.vector", n)
+
+    return comp
+
+
+Phys = list[tuple[str, np.ndarray, Phy | _Scaled]]  # (component, instances [N], its PHY)
+
+
+def _memory_phys(db: DesignBatch, tech: TechSpec, f_level: dict[str, dict[str, float]]
+                 ) -> Phys:
+    """The PHYs of the off-chip memory levels: one per HBM stack or DDR channel (spares
+    included), SerDes or PCIe lanes for NVLink-C2C and CXL; on-chip and host levels none."""
+    spec = db.spec
+    phys: Phys = []
+    for i, level in enumerate(spec.memory):
+        spare = f_level.get(level.name, {})
+        if level.kind in ("register", "sram", "cache", "host"):
+            continue  # on the die: SRAM (area()); the host's memory: its PHYs are the host's
+        iface, where = level.interface, f"{spec.name} memory[{i}] ({level.name})"
+        if iface in HBM_INTERFACES:
+            count = db.stacks[:, i] * spare.get("stacks", 1.0)
+            if not np.all(count > 0):
+                raise DseError(f"{where}.stacks: the area model needs the number of HBM "
+                               "stacks")
+            phys.append((f"{level.name} PHY", count, _per_unit(db, i, tech.phy.hbm)))
+        elif iface in CHANNEL_INTERFACES:
+            count = db.channels[:, i] * spare.get("channels", 1.0)
+            if not np.all(count > 0):
+                raise DseError(f"{where}.channels: the area model needs the number of "
+                               f"{iface} channels")
+            phys.append((f"{level.name} PHY", count,
+                         _per_unit(db, i, getattr(tech.phy, cast(str, interface_family(iface))))))
+        elif iface == "nvlink-c2c":
+            phys.append((f"{level.name} PHY", _lanes(db.peak_bandwidth[:, i], tech.phy.serdes),
+                         tech.phy.serdes))
+        elif iface == "cxl":
+            phys.append((f"{level.name} PHY", _lanes(db.peak_bandwidth[:, i], tech.phy.pcie),
+                         tech.phy.pcie))
+        else:
+            raise DseError(f"{where}.interface: the area model needs the DRAM interface "
+                           "(hbm3, lpddr5, ddr5 ...)")
+
+    return phys
+
+
+def _link_phys(db: DesignBatch, tech: TechSpec, idle_links: float, f_links: float) -> Phys:
+    """The PHYs of the chip-to-chip links the die carries and of its host link."""
+    phys: Phys = []
+    ic = db.spec.interconnect
+    # Links on the die: the enabled ones scaled by the spares, or the as-built count where the
+    # product enables none (a PCIe card whose die carries NVLink).
+    links = np.where(db.links > 0, db.links * f_links, idle_links)
+    if ic is not None and np.any(links > 0):
+        given = np.isfinite(db.lanes_per_link)
+        if not np.all(given | (db.link_bandwidth > 0)):
+            raise DseError(f"{db.spec.name} interconnect.lanes_per_link: the area model needs the "
+                           "lanes of the links the die carries (or their link_bandwidth)")
+        per_link = np.where(given, db.lanes_per_link, _lanes(db.link_bandwidth,
+                                                            tech.phy.serdes))
+        phys.append(("chip-to-chip PHY", links * per_link, tech.phy.serdes))
+    if ic is not None and ic.host_link is not None:
+        hl = ic.host_link
+        phy = tech.phy.serdes if hl.interface == "nvlink-c2c" else tech.phy.pcie
+        lanes = np.where(np.isfinite(db.host_link_lanes), db.host_link_lanes,
+                         _lanes(db.host_link_bandwidth, phy))
+        phys.append(("host PHY", lanes, phy))
+    return phys
+
+
+def _hbm_sites(db: DesignBatch, f_level: dict[str, dict[str, float]]
+               ) -> tuple[np.ndarray, Any]:
+    """[N] HBM sites as built (spares round up) and the stacks' interface (one name, or one
+    per design where the generation varies): the package geometry places them."""
+    hbm_sites = np.zeros(db.n)
+    hbm_iface = None
+    for i, level in enumerate(db.spec.memory):
+        if level.kind == "dram" and level.interface in HBM_INTERFACES:
+            hbm_sites = hbm_sites + db.stacks[:, i] * f_level.get(level.name, {}).get(
+                "stacks", 1.0)
+            if hbm_iface is None:  # the stack outline follows the generation per design
+                ifaces = db.interfaces(i)
+                hbm_iface = ifaces[0] if len(set(ifaces)) == 1 else ifaces
+    hbm_sites = np.ceil(hbm_sites - 1e-9)  # sites as built: a spare fraction rounds up
+    return hbm_sites, hbm_iface
 
 
 def reticle_reason(die_mm2: float, reticle_mm2: float, padded_edge_mm: float | None = None

@@ -141,6 +141,25 @@ def interposer_area_mm2(die_mm2: np.ndarray, dies: np.ndarray, stacks: np.ndarra
     return (width + 2 * margin) * (height + 2 * margin)
 
 
+def _outline(interface: str | np.ndarray | None, rules: PackageRules, n: int
+             ) -> tuple[float | np.ndarray, float | np.ndarray, np.ndarray, str | None]:
+    """The HBM stacks' width and depth (mm: one, or one per design where a study varies the
+    generation; 11 mm for an outline the rules do not list), their names for messages, and
+    one interface name (the first design's) for the packaging default."""
+    w: float | np.ndarray
+    d: float | np.ndarray
+    if isinstance(interface, np.ndarray):  # per design (a study varying the generation)
+        outline = [rules.footprint.get(f) for f in interface]
+        w = np.array([f.width if f is not None else 11.0 for f in outline])
+        d = np.array([f.depth if f is not None else 11.0 for f in outline])
+        names = np.array([(str(f) or "HBM").upper() for f in interface], dtype=object)
+        return w, d, names, str(interface[0]) or None
+    names = np.full(n, (interface or "HBM").upper(), dtype=object)
+    fp = rules.footprint.get(interface) if interface else None  # type: ignore[call-overload]
+    w, d = (fp.width, fp.depth) if fp is not None else (11.0, 11.0)
+    return w, d, names, interface
+
+
 def geometry(die_mm2: np.ndarray, dies: np.ndarray, stacks: np.ndarray, rules: PackageRules,
              *, interface: str | np.ndarray | None, aspect: float | None = None,
              hbm_edges: int | None = None, packaging: str | None = None,
@@ -154,18 +173,7 @@ def geometry(die_mm2: np.ndarray, dies: np.ndarray, stacks: np.ndarray, rules: P
     aspect = rules.aspect_ratio if aspect is None else aspect
     k = rules.hbm_edges if hbm_edges is None else hbm_edges
     overhang = rules.hbm_overhang or 0.0
-    w: float | np.ndarray  # stack width and depth, mm: one, or one per design
-    d: float | np.ndarray
-    if isinstance(interface, np.ndarray):  # per design (a study varying the generation)
-        outline = [rules.footprint.get(f) for f in interface]
-        w = np.array([f.width if f is not None else 11.0 for f in outline])
-        d = np.array([f.depth if f is not None else 11.0 for f in outline])
-        names = np.array([(str(f) or "HBM").upper() for f in interface], dtype=object)
-        interface = str(interface[0]) or None
-    else:
-        names = np.full(n, (interface or "HBM").upper(), dtype=object)
-        fp = rules.footprint.get(interface) if interface else None  # type: ignore[call-overload]
-        w, d = (fp.width, fp.depth) if fp is not None else (11.0, 11.0)
+    w, d, names, interface = _outline(interface, rules, n)
     w_n = np.broadcast_to(np.asarray(w, dtype=float), (n,))
     long, short = die_edges(die_mm2, aspect)
     free_long, free_short = _free_edges(dies)

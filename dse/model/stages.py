@@ -230,11 +230,14 @@ def timed(db: DesignBatch, ops: ChipOps, acc: Access, facts: Facts) -> OpTimes:
     for idx, batch in parts:
         if not idx.size:
             continue
-        part = op_times(batch, take_rows(ops, idx),
-                        {c: h[:, idx] if h.ndim == 3 else h for c, h in acc.home.items()},
-                        acc.act_home[:, idx])
+        # a run of adjacent operators (the gathers come first) as a slice: views, not copies
+        at: slice | np.ndarray = slice(int(idx[0]), int(idx[-1]) + 1) \
+            if idx[-1] - idx[0] + 1 == idx.size else idx
+        part = op_times(batch, take_rows(ops, at),
+                        {c: h[:, at] if h.ndim == 3 else h for c, h in acc.home.items()},
+                        acc.act_home[:, at])
         for f in ("time", "compute", "traffic", "bound"):
-            getattr(out, f)[:, idx] = getattr(part, f)
+            getattr(out, f)[:, at] = getattr(part, f)
         out.missing_rate[:] |= part.missing_rate
     return out
 

@@ -182,20 +182,31 @@ def gather_home(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps,
             looked_up[:, :, lvl] -= take
             left -= take
         looked_up[:, :, caches[0]] += hits - left
+    factors: dict[tuple[float, ...], np.ndarray] = {}  # granularity_factor per pieces
+    plain: dict[tuple[float, ...], tuple[list[int], list[int]]] = {}  # operators, tables
     for i in at:
         g = facts.gathers[names[i]]
-        k = index[g.table or names[i]]
+        pieces = tuple(g.pieces or (g.row_bytes,))
+        if pieces not in factors:
+            factors[pieces] = granularity_factor(db.gather_granularity, pieces)
+        if g.distinct is None:  # all of a kind of row at once, below
+            rows, ks = plain.setdefault(pieces, ([], []))
+            rows.append(i)
+            ks.append(index[g.table or names[i]])
+    for pieces, (rows, ks) in plain.items():
+        out[:, rows, :] = looked_up[:, ks, :] * factors[pieces][:, None, :]
+    for i in at:  # the distinct rows, spread over the tiers by the hottest rows each holds
+        g = facts.gathers[names[i]]
         if g.distinct is None:
-            home = looked_up[:, k, :]
-        else:  # the distinct rows, spread over the tiers by the hottest rows each holds
-            hottest = np.cumsum(kept[:, k, :], axis=1) / (g.row_bytes * copies[k])
-            spread = distinct_rows(g.rows, g.alpha, g.distinct, np.minimum(hottest, g.rows))
-            touched = distinct_rows(g.rows, g.alpha, g.distinct)
-            home = np.diff(spread, axis=1, prepend=0.0) / np.maximum(
-                np.reshape(np.asarray(g.distinct, dtype=float), (-1, 1)), 1e-300)
-            home = np.where(np.reshape(touched, (-1, 1)) > 0, home, 0.0)
-        out[:, i, :] = home * granularity_factor(db.gather_granularity, g.pieces or
-                                                 (g.row_bytes,))
+            continue
+        k = index[g.table or names[i]]
+        hottest = np.cumsum(kept[:, k, :], axis=1) / (g.row_bytes * copies[k])
+        spread = distinct_rows(g.rows, g.alpha, g.distinct, np.minimum(hottest, g.rows))
+        touched = distinct_rows(g.rows, g.alpha, g.distinct)
+        home = np.diff(spread, axis=1, prepend=0.0) / np.maximum(
+            np.reshape(np.asarray(g.distinct, dtype=float), (-1, 1)), 1e-300)
+        home = np.where(np.reshape(touched, (-1, 1)) > 0, home, 0.0)
+        out[:, i, :] = home * factors[tuple(g.pieces or (g.row_bytes,))]
     return out
 
 

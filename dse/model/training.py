@@ -447,11 +447,13 @@ def _with_training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scena
     return collectives_of(names, kinds, stages, groups, sizes, counts, roles)
 
 
-def _stage_time(st: Step, stage: str) -> np.ndarray:
-    """[N] time of the step's operators of one stage (forward, recompute, backward)."""
+def _stage_times(st: Step) -> dict[str, np.ndarray]:
+    """[N] time of the step's operators of each stage (forward, recompute, backward), the
+    operators' time over their repeats worked out once for all three."""
     i = len(st.ops.name)
-    return np.where(st.ops.stage == stage, spent(st.time[:, :i], st.count[:, :i]),
-                    0.0).sum(axis=1)
+    ran = spent(st.time[:, :i], st.count[:, :i])
+    return {s: np.where(st.ops.stage == s, ran, 0.0).sum(axis=1)
+            for s in ("forward", "recompute", "backward")}
 
 
 def _overlapped(st: Step, m: float) -> Step:
@@ -460,7 +462,8 @@ def _overlapped(st: Step, m: float) -> Step:
     parameter all-gather under the first micro-batch's forward, ZeRO-3's gathers under the
     micro-batch they serve, and context parallelism's K and V exchange under the layer's
     attention (ring attention passes the blocks while it computes on the ones it has)."""
-    fwd, bwd = _stage_time(st, "forward") / m, _stage_time(st, "backward") / m
+    stage_times = _stage_times(st)
+    fwd, bwd = stage_times["forward"] / m, stage_times["backward"] / m
     ops = len(st.ops.name)
 
     def attention(stage: str) -> np.ndarray:  # [N] one instance of a layer's attention
@@ -491,7 +494,7 @@ def _overlapped(st: Step, m: float) -> Step:
 
 def _with_extra(st: Step, db: DesignBatch, ex: Execution, ops: ChipOps, m: float) -> Step:
     """The pipeline bubble and the activations' compression as two more columns."""
-    compute = sum(_stage_time(st, s) for s in ("forward", "recompute", "backward"))
+    compute = sum(_stage_times(st).values())
     bubble = (ex.pp - 1) / ((ex.virtual_stages or 1) * m) * compute if ex.pp > 1 else \
         np.zeros(db.n)
     squeeze = np.zeros(db.n)

@@ -531,10 +531,16 @@ def _combine(runs: list[tuple[Choice, TrainingRun]], best: np.ndarray) -> Traini
         return runs[0][1]
     rs = [r for _, r in runs]
 
+    chosen = [np.flatnonzero(best == k) for k in range(len(rs))]
+
     def pick(arrays: list[np.ndarray]) -> np.ndarray:
-        stacked = np.stack([np.asarray(a) for a in arrays])  # [K, N, ...]
-        return np.take_along_axis(
-            stacked, best.reshape((1, -1) + (1,) * (stacked.ndim - 2)), axis=0)[0]
+        # each design's row from its run's array, copied once (not a [K, N, ...] stack)
+        values = [np.asarray(a) for a in arrays]
+        out = np.empty(values[0].shape, dtype=np.result_type(*values))
+        for rows, v in zip(chosen, values, strict=True):
+            if rows.size:
+                out[rows] = v[rows]
+        return out
 
     s0 = rs[0].step
     per_design = {f: pick([getattr(r.step, f) for r in rs])

@@ -265,22 +265,36 @@ def run(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution) -> Tr
     # placement fills the fast tier with the weights first, then what every micro-batch
     # touches (stored activations, gradients, temporaries), which must stay there
     held = mem.parameters + mem.gradients + mem.activations + mem.temporary
-    picked: list[int] = []
+    n = db.n
+    own = np.zeros((len(cands), n), dtype=bool)  # [S, N] the setups each design times
     for key in sorted({(c.micro_batch, c.virtual_stages) for c in cands}):
         idx = [i for i, c in enumerate(cands) if (c.micro_batch, c.virtual_stages) == key]
         for r in range(rooms.shape[1]):
             sub = (need[None, idx] <= rooms[:, r, None]) \
                 & (held[None, idx] <= fast[:, None])  # [N, S_b]
-            first = np.where(sub.any(axis=1), np.argmax(sub, axis=1), -1)
-            picked += [idx[k] for k in sorted(set(first.tolist())) if k >= 0]
-    picked = sorted(set(picked))
+            fits = sub.any(axis=1)
+            own[np.asarray(idx)[np.argmax(sub, axis=1)[fits]], np.flatnonzero(fits)] = True
+    picked = [int(i) for i in np.flatnonzero(own.any(axis=1))]
     if not picked:  # nothing fits anywhere: report the setup that needs the least memory
         picked = [int(np.argmin(need))]
-    runs = [(cands[i], _one(db, wl, sc, ex, cands[i])) for i in picked]
-    score = np.stack([np.where(r.feasible, r.metrics["tokens_per_s"], -np.inf)
-                      for _, r in runs])  # [K, N]
+    # A design that fits no setup reports the first one picked (as it would among them all).
+    own[picked[0], ~own.any(axis=0)] = True
+    # Each setup is timed on the designs that picked it only (a design's candidates are
+    # the cheapest setup of each micro-batch that fits each memory tier, `own`).
+    runs = [(cands[i], np.flatnonzero(own[i])) for i in picked]
+    timed = [(c, d, _one(db if d.size == n else db.take(d), wl, sc, ex, c)) for c, d in runs]
+    score = np.full((len(timed), n), -np.inf)
+    for k, (_, d, r) in enumerate(timed):
+        score[k, d] = np.where(r.feasible, r.metrics["tokens_per_s"], -np.inf)
     best = np.argmax(score, axis=0)
-    return _combine(runs, best)
+    lost = np.flatnonzero(~np.isfinite(score).any(axis=0) & ~own[picked[0]])
+    if lost.size:  # no setup runs: the first one picked says why, as for a design that
+        # fits none
+        timed.append((cands[picked[0]], lost, _one(db.take(lost), wl, sc, ex,
+                                                   cands[picked[0]])))
+        best[lost] = len(timed) - 1
+    return _assemble([(r, d, np.flatnonzero(best[d] == k))
+                      for k, (_, d, r) in enumerate(timed)], n)
 
 
 # The training planners by workload kind: a kind listed here trains with its planner
@@ -525,40 +539,42 @@ def _with_extra(st: Step, db: DesignBatch, ex: Execution, ops: ChipOps, m: float
                                                           np.array(["", ""], dtype=object)]))
 
 
-def _combine(runs: list[tuple[Choice, TrainingRun]], best: np.ndarray) -> TrainingRun:
-    """Per design, the run of its chosen setup (every run has the same columns)."""
-    if len(runs) == 1:
-        return runs[0][1]
-    rs = [r for _, r in runs]
+def _assemble(parts: list[tuple[TrainingRun, np.ndarray, np.ndarray]], n: int
+              ) -> TrainingRun:
+    """The run of each of n designs from the runs of their chosen setups: `parts` lists
+    (run, the designs it timed, the rows of it chosen), every design chosen once."""
+    parts = [p for p in parts if p[2].size]
+    if len(parts) == 1 and parts[0][1].size == n:
+        return parts[0][0]
+    designs = np.concatenate([d[rows] for _, d, rows in parts])
 
-    chosen = [np.flatnonzero(best == k) for k in range(len(rs))]
-
-    def pick(arrays: list[np.ndarray]) -> np.ndarray:
-        # each design's row from its run's array, copied once (not a [K, N, ...] stack)
-        values = [np.asarray(a) for a in arrays]
-        out = np.empty(values[0].shape, dtype=np.result_type(*values))
-        for rows, v in zip(chosen, values, strict=True):
-            if rows.size:
-                out[rows] = v[rows]
+    def pick(get: Callable[[TrainingRun], np.ndarray]) -> np.ndarray:
+        values = [(np.asarray(get(r)), d[rows], rows) for r, d, rows in parts]
+        out = np.empty((n, *values[0][0].shape[1:]),
+                       dtype=np.result_type(*(v for v, _, _ in values)))
+        for v, at, rows in values:
+            out[at] = v[rows]
         return out
 
+    rs = [r for r, _, _ in parts]
     s0 = rs[0].step
-    per_design = {f: pick([getattr(r.step, f) for r in rs])
-                  for f in ("count", "flops", "traffic", "compute", "time", "bound", "total",
-                            "missing_rate", "no_link")}
+    fields = ["count", "flops", "traffic", "compute", "time", "bound", "total",
+              "missing_rate", "no_link"]
     if np.ndim(s0.link_bytes) == 2:
-        per_design["link_bytes"] = pick([r.step.link_bytes for r in rs])
-    step_ = dataclasses.replace(s0, **per_design)
-    p0 = rs[0].placement
-    placement = dataclasses.replace(p0, fraction=pick([r.placement.fraction for r in rs]),
-                                    used=pick([r.placement.used for r in rs]),
-                                    short=pick([r.placement.short for r in rs]))
+        fields.append("link_bytes")
+    step_ = dataclasses.replace(s0, **{f: pick(lambda r, f=f: getattr(r.step, f))
+                                       for f in fields})
+    placement = dataclasses.replace(
+        rs[0].placement, **{f: pick(lambda r, f=f: getattr(r.placement, f))
+                            for f in ("fraction", "used", "short")})
+    reason = Reasons.concatenate([r.reason.take(rows) for r, _, rows in parts]) \
+        .take(np.argsort(designs, kind="stable"))
     return TrainingRun(
-        step=step_, placement=placement, feasible=pick([r.feasible for r in rs]),
-        reason=Reasons.pick([r.reason for r in rs], best),
-        metrics={k: pick([r.metrics[k] for r in rs]) for k in rs[0].metrics},
-        setup={k: pick([r.setup[k] for r in rs]) for k in rs[0].setup},
-        memory={k: pick([r.memory[k] for r in rs]) for k in rs[0].memory})
+        step=step_, placement=placement, feasible=pick(lambda r: r.feasible),
+        reason=reason,
+        metrics={k: pick(lambda r, k=k: r.metrics[k]) for k in rs[0].metrics},
+        setup={k: pick(lambda r, k=k: r.setup[k]) for k in rs[0].setup},
+        memory={k: pick(lambda r, k=k: r.memory[k]) for k in rs[0].memory})
 
 
 PLANNERS["transformer"] = run

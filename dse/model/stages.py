@@ -107,12 +107,12 @@ def access(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps,
     levels = np.arange(lv)
 
     def with_cache(share: np.ndarray) -> np.ndarray:
+        if not decode.any() or np.all(cache < 0):
+            return share
         moved = np.where(levels[None, :] > cache[:, None], share, 0.0).sum(axis=1)
         cached = np.where(levels[None, :] > cache[:, None], 0.0, share)
         cached[np.arange(n), np.maximum(cache, 0)] += moved
         cached = np.where((cache >= 0)[:, None], cached, share)
-        if not decode.any() or np.all(cache < 0):
-            return share
         if decode.all():
             return cached[:, None, :]
         return np.where(decode[None, :, None], cached[:, None, :], share[:, None, :])

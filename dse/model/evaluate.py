@@ -275,18 +275,34 @@ def _best(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     n, k = db.n, BEST_CANDIDATES
     most = np.asarray(most, dtype=float)
 
-    def scores(cand: np.ndarray) -> np.ndarray:
-        out = np.empty_like(cand)
-        for c in range(0, cand.shape[1], k):
-            part = cand[:, c:c + k]
-            flat = part.ravel()
-            run = _run(db.take(np.repeat(np.arange(n), part.shape[1])), wl, sc, ex, flat,
-                       ex.dp * flat)
-            out[:, c:c + k] = np.where(run.feasible & _meets(run.metrics, sc),
-                                       run.metrics[metric], -1.0).reshape(part.shape)
-        return out
-
     top_most = max(float(np.max(most)), 1.0) if most.size else 1.0
+    # The score of (design, batch) pairs already run, by key design x width + batch, sorted:
+    # a pass runs only the pairs no pass ran before, once each (the windows of later passes
+    # overlap earlier candidates and repeat batches once narrower than BEST_CANDIDATES). A
+    # design's score at a batch does not depend on the designs beside it in a pass.
+    width = int(top_most) + 1
+    known_keys, known_scores = np.empty(0, dtype=np.int64), np.empty(0)
+
+    def scores(cand: np.ndarray) -> np.ndarray:
+        nonlocal known_keys, known_scores
+        keys = np.arange(n, dtype=np.int64)[:, None] * width + cand.astype(np.int64)
+        new = np.unique(keys)
+        if known_keys.size:
+            at = np.minimum(np.searchsorted(known_keys, new), known_keys.size - 1)
+            new = new[known_keys[at] != new]
+        got = np.empty(new.size)
+        for c in range(0, new.size, n * k):
+            part = new[c:c + n * k]
+            flat = (part % width).astype(float)
+            run = _run(db.take(part // width), wl, sc, ex, flat, ex.dp * flat)
+            got[c:c + n * k] = np.where(run.feasible & _meets(run.metrics, sc),
+                                        run.metrics[metric], -1.0)
+        known_keys = np.concatenate([known_keys, new])
+        known_scores = np.concatenate([known_scores, got])
+        order = np.argsort(known_keys, kind="stable")
+        known_keys, known_scores = known_keys[order], known_scores[order]
+        return known_scores[np.searchsorted(known_keys, keys)]
+
     grid = np.unique(np.floor(2.0 ** (np.arange(np.floor(np.log2(top_most) * GRID_STEPS) + 1)
                                       / GRID_STEPS) + 0.5))
     cand = np.clip(np.concatenate([np.broadcast_to(grid, (n, grid.size)), most[:, None]],

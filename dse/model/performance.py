@@ -153,7 +153,7 @@ _OP_NDIM = {"count": 1, "flops": 1, "read": 2, "written": 2, "onchip": 1, "shape
             "launches": 1}
 
 
-def take_rows(ops: ChipOps, rows: np.ndarray) -> ChipOps:
+def take_rows(ops: ChipOps, rows: np.ndarray | slice) -> ChipOps:
     """The operators `rows` of `ops` (every design's)."""
     fields = {f: getattr(ops, f)[rows] for f in ("name", "kind", "stage", "dtype", "wdtype")}
     for f, nd in _OP_NDIM.items():

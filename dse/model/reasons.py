@@ -188,21 +188,6 @@ class Reasons:
                    for c in {c for p in parts for c in p._amounts}}
         return cls(n, [(mask, word)], codes, amounts)
 
-    @classmethod
-    def pick(cls, parts: Sequence[Reasons], best: np.ndarray) -> Reasons:
-        """Per design i the reason `parts[best[i]]` gives it (the parts cover the same
-        designs: one per candidate setup, `best` the candidate each design keeps)."""
-        best = np.asarray(best, dtype=np.intp)
-        if len(parts) == 1:
-            return parts[0]
-        rows = np.arange(len(best))
-        mask = np.stack([p.any for p in parts])[best, rows]
-        codes = {c: np.stack([p.codes(c) for p in parts])[best, rows]
-                 for c in {c for p in parts for c in p._codes}}
-        amounts = {c: np.stack([p.amount(c) for p in parts])[best, rows]
-                   for c in {c for p in parts for c in p._amounts}}
-        return cls(len(best), [(mask, lambda i: parts[int(best[i])].text(i))], codes, amounts)
-
     def text(self, i: int) -> str:
         """Design i's reason, worded ("" when it has none)."""
         return "; ".join(w(i) for m, w in self.clauses if m[i])

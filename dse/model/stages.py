@@ -107,12 +107,12 @@ def access(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps,
     levels = np.arange(lv)
 
     def with_cache(share: np.ndarray) -> np.ndarray:
+        if not decode.any() or np.all(cache < 0):
+            return share
         moved = np.where(levels[None, :] > cache[:, None], share, 0.0).sum(axis=1)
         cached = np.where(levels[None, :] > cache[:, None], 0.0, share)
         cached[np.arange(n), np.maximum(cache, 0)] += moved
         cached = np.where((cache >= 0)[:, None], cached, share)
-        if not decode.any() or np.all(cache < 0):
-            return share
         if decode.all():
             return cached[:, None, :]
         return np.where(decode[None, :, None], cached[:, None, :], share[:, None, :])
@@ -182,20 +182,31 @@ def gather_home(db: DesignBatch, placed: Placement, fp: Footprint, ops: ChipOps,
             looked_up[:, :, lvl] -= take
             left -= take
         looked_up[:, :, caches[0]] += hits - left
+    factors: dict[tuple[float, ...], np.ndarray] = {}  # granularity_factor per pieces
+    plain: dict[tuple[float, ...], tuple[list[int], list[int]]] = {}  # operators, tables
     for i in at:
         g = facts.gathers[names[i]]
-        k = index[g.table or names[i]]
+        pieces = tuple(g.pieces or (g.row_bytes,))
+        if pieces not in factors:
+            factors[pieces] = granularity_factor(db.gather_granularity, pieces)
+        if g.distinct is None:  # all of a kind of row at once, below
+            rows, ks = plain.setdefault(pieces, ([], []))
+            rows.append(i)
+            ks.append(index[g.table or names[i]])
+    for pieces, (rows, ks) in plain.items():
+        out[:, rows, :] = looked_up[:, ks, :] * factors[pieces][:, None, :]
+    for i in at:  # the distinct rows, spread over the tiers by the hottest rows each holds
+        g = facts.gathers[names[i]]
         if g.distinct is None:
-            home = looked_up[:, k, :]
-        else:  # the distinct rows, spread over the tiers by the hottest rows each holds
-            hottest = np.cumsum(kept[:, k, :], axis=1) / (g.row_bytes * copies[k])
-            spread = distinct_rows(g.rows, g.alpha, g.distinct, np.minimum(hottest, g.rows))
-            touched = distinct_rows(g.rows, g.alpha, g.distinct)
-            home = np.diff(spread, axis=1, prepend=0.0) / np.maximum(
-                np.reshape(np.asarray(g.distinct, dtype=float), (-1, 1)), 1e-300)
-            home = np.where(np.reshape(touched, (-1, 1)) > 0, home, 0.0)
-        out[:, i, :] = home * granularity_factor(db.gather_granularity, g.pieces or
-                                                 (g.row_bytes,))
+            continue
+        k = index[g.table or names[i]]
+        hottest = np.cumsum(kept[:, k, :], axis=1) / (g.row_bytes * copies[k])
+        spread = distinct_rows(g.rows, g.alpha, g.distinct, np.minimum(hottest, g.rows))
+        touched = distinct_rows(g.rows, g.alpha, g.distinct)
+        home = np.diff(spread, axis=1, prepend=0.0) / np.maximum(
+            np.reshape(np.asarray(g.distinct, dtype=float), (-1, 1)), 1e-300)
+        home = np.where(np.reshape(touched, (-1, 1)) > 0, home, 0.0)
+        out[:, i, :] = home * factors[tuple(g.pieces or (g.row_bytes,))]
     return out
 
 
@@ -230,11 +241,14 @@ def timed(db: DesignBatch, ops: ChipOps, acc: Access, facts: Facts) -> OpTimes:
     for idx, batch in parts:
         if not idx.size:
             continue
-        part = op_times(batch, take_rows(ops, idx),
-                        {c: h[:, idx] if h.ndim == 3 else h for c, h in acc.home.items()},
-                        acc.act_home[:, idx])
+        # a run of adjacent operators (the gathers come first) as a slice: views, not copies
+        at: slice | np.ndarray = slice(int(idx[0]), int(idx[-1]) + 1) \
+            if idx[-1] - idx[0] + 1 == idx.size else idx
+        part = op_times(batch, take_rows(ops, at),
+                        {c: h[:, at] if h.ndim == 3 else h for c, h in acc.home.items()},
+                        acc.act_home[:, at])
         for f in ("time", "compute", "traffic", "bound"):
-            getattr(out, f)[:, idx] = getattr(part, f)
+            getattr(out, f)[:, at] = getattr(part, f)
         out.missing_rate[:] |= part.missing_rate
     return out
 

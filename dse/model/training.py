@@ -265,22 +265,36 @@ def run(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution) -> Tr
     # placement fills the fast tier with the weights first, then what every micro-batch
     # touches (stored activations, gradients, temporaries), which must stay there
     held = mem.parameters + mem.gradients + mem.activations + mem.temporary
-    picked: list[int] = []
+    n = db.n
+    own = np.zeros((len(cands), n), dtype=bool)  # [S, N] the setups each design times
     for key in sorted({(c.micro_batch, c.virtual_stages) for c in cands}):
         idx = [i for i, c in enumerate(cands) if (c.micro_batch, c.virtual_stages) == key]
-        for r in range(rooms.shape[1]):
-            sub = (need[None, idx] <= rooms[:, r, None]) \
+        for tier in range(rooms.shape[1]):
+            sub = (need[None, idx] <= rooms[:, tier, None]) \
                 & (held[None, idx] <= fast[:, None])  # [N, S_b]
-            first = np.where(sub.any(axis=1), np.argmax(sub, axis=1), -1)
-            picked += [idx[k] for k in sorted(set(first.tolist())) if k >= 0]
-    picked = sorted(set(picked))
+            fits = sub.any(axis=1)
+            own[np.asarray(idx)[np.argmax(sub, axis=1)[fits]], np.flatnonzero(fits)] = True
+    picked = [int(i) for i in np.flatnonzero(own.any(axis=1))]
     if not picked:  # nothing fits anywhere: report the setup that needs the least memory
         picked = [int(np.argmin(need))]
-    runs = [(cands[i], _one(db, wl, sc, ex, cands[i])) for i in picked]
-    score = np.stack([np.where(r.feasible, r.metrics["tokens_per_s"], -np.inf)
-                      for _, r in runs])  # [K, N]
+    # A design that fits no setup reports the first one picked (as it would among them all).
+    own[picked[0], ~own.any(axis=0)] = True
+    # Each setup is timed on the designs that picked it only (a design's candidates are
+    # the cheapest setup of each micro-batch that fits each memory tier, `own`).
+    runs = [(cands[i], np.flatnonzero(own[i])) for i in picked]
+    timed = [(c, d, _one(db if d.size == n else db.take(d), wl, sc, ex, c)) for c, d in runs]
+    score = np.full((len(timed), n), -np.inf)
+    for k, (_, d, r) in enumerate(timed):
+        score[k, d] = np.where(r.feasible, r.metrics["tokens_per_s"], -np.inf)
     best = np.argmax(score, axis=0)
-    return _combine(runs, best)
+    lost = np.flatnonzero(~np.isfinite(score).any(axis=0) & ~own[picked[0]])
+    if lost.size:  # no setup runs: the first one picked says why, as for a design that
+        # fits none
+        timed.append((cands[picked[0]], lost, _one(db.take(lost), wl, sc, ex,
+                                                   cands[picked[0]])))
+        best[lost] = len(timed) - 1
+    return _assemble([(r, d, np.flatnonzero(best[d] == k))
+                      for k, (_, d, r) in enumerate(timed)], n)
 
 
 # The training planners by workload kind: a kind listed here trains with its planner
@@ -447,11 +461,13 @@ def _with_training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scena
     return collectives_of(names, kinds, stages, groups, sizes, counts, roles)
 
 
-def _stage_time(st: Step, stage: str) -> np.ndarray:
-    """[N] time of the step's operators of one stage (forward, recompute, backward)."""
+def _stage_times(st: Step) -> dict[str, np.ndarray]:
+    """[N] time of the step's operators of each stage (forward, recompute, backward), the
+    operators' time over their repeats worked out once for all three."""
     i = len(st.ops.name)
-    return np.where(st.ops.stage == stage, spent(st.time[:, :i], st.count[:, :i]),
-                    0.0).sum(axis=1)
+    ran = spent(st.time[:, :i], st.count[:, :i])
+    return {s: np.where(st.ops.stage == s, ran, 0.0).sum(axis=1)
+            for s in ("forward", "recompute", "backward")}
 
 
 def _overlapped(st: Step, m: float) -> Step:
@@ -460,7 +476,8 @@ def _overlapped(st: Step, m: float) -> Step:
     parameter all-gather under the first micro-batch's forward, ZeRO-3's gathers under the
     micro-batch they serve, and context parallelism's K and V exchange under the layer's
     attention (ring attention passes the blocks while it computes on the ones it has)."""
-    fwd, bwd = _stage_time(st, "forward") / m, _stage_time(st, "backward") / m
+    stage_times = _stage_times(st)
+    fwd, bwd = stage_times["forward"] / m, stage_times["backward"] / m
     ops = len(st.ops.name)
 
     def attention(stage: str) -> np.ndarray:  # [N] one instance of a layer's attention
@@ -492,7 +509,7 @@ def _overlapped(st: Step, m: float) -> Step:
 
 def _with_extra(st: Step, db: DesignBatch, ex: Execution, ops: ChipOps, m: float) -> Step:
     """The pipeline bubble and the activations' compression as two more columns."""
-    compute = sum(_stage_time(st, s) for s in ("forward", "recompute", "backward"))
+    compute = sum(_stage_times(st).values())
     bubble = (ex.pp - 1) / ((ex.virtual_stages or 1) * m) * compute if ex.pp > 1 else \
         np.zeros(db.n)
     squeeze = np.zeros(db.n)
@@ -523,31 +540,39 @@ def _with_extra(st: Step, db: DesignBatch, ex: Execution, ops: ChipOps, m: float
                                                           np.array(["", ""], dtype=object)]))
 
 
-def _combine(runs: list[tuple[Choice, TrainingRun]], best: np.ndarray) -> TrainingRun:
-    """Per design, the run of its chosen setup (every run has the same columns)."""
-    if len(runs) == 1:
-        return runs[0][1]
-    rs = [r for _, r in runs]
+def _assemble(parts: list[tuple[TrainingRun, np.ndarray, np.ndarray]], n: int
+              ) -> TrainingRun:
+    """The run of each of n designs from the runs of their chosen setups: `parts` lists
+    (run, the designs it timed, the rows of it chosen), every design chosen once."""
+    parts = [p for p in parts if p[2].size]
+    if len(parts) == 1 and parts[0][1].size == n:
+        return parts[0][0]
+    designs = np.concatenate([d[rows] for _, d, rows in parts])
 
-    def pick(arrays: list[np.ndarray]) -> np.ndarray:
-        stacked = np.stack([np.asarray(a) for a in arrays])  # [K, N, ...]
-        return np.take_along_axis(
-            stacked, best.reshape((1, -1) + (1,) * (stacked.ndim - 2)), axis=0)[0]
+    def pick(values: list[Any]) -> np.ndarray:
+        """[n, ...] from one array per part (in the order of `parts`): each design's row
+        from the part that timed it."""
+        arrays = [np.asarray(v) for v in values]
+        out = np.empty((n, *arrays[0].shape[1:]), dtype=np.result_type(*arrays))
+        for v, (_, d, rows) in zip(arrays, parts, strict=True):
+            out[d[rows]] = v[rows]
+        return out
 
+    rs = [r for r, _, _ in parts]
     s0 = rs[0].step
-    per_design: dict[str, Any] = {f: pick([getattr(r.step, f) for r in rs])
-                  for f in ("count", "flops", "traffic", "compute", "time", "bound", "total",
-                            "missing_rate", "no_link")}
+    fields: list[str] = ["count", "flops", "traffic", "compute", "time", "bound", "total",
+                         "missing_rate", "no_link"]
     if np.ndim(s0.link_bytes) == 2:
-        per_design["link_bytes"] = pick([r.step.link_bytes for r in rs])
-    step_ = dataclasses.replace(s0, **per_design)
-    p0 = rs[0].placement
-    placement = dataclasses.replace(p0, fraction=pick([r.placement.fraction for r in rs]),
-                                    used=pick([r.placement.used for r in rs]),
-                                    short=pick([r.placement.short for r in rs]))
+        fields.append("link_bytes")
+    step_fields: dict[str, Any] = {f: pick([getattr(r.step, f) for r in rs]) for f in fields}
+    placed: dict[str, Any] = {f: pick([getattr(r.placement, f) for r in rs])
+                              for f in ("fraction", "used", "short")}
+    reason = Reasons.concatenate([r.reason.take(rows) for r, _, rows in parts]) \
+        .take(np.argsort(designs, kind="stable"))
     return TrainingRun(
-        step=step_, placement=placement, feasible=pick([r.feasible for r in rs]),
-        reason=Reasons.pick([r.reason for r in rs], best),
+        step=dataclasses.replace(s0, **step_fields),
+        placement=dataclasses.replace(rs[0].placement, **placed),
+        feasible=pick([r.feasible for r in rs]), reason=reason,
         metrics={k: pick([r.metrics[k] for r in rs]) for k in rs[0].metrics},
         setup={k: pick([r.setup[k] for r in rs]) for k in rs[0].setup},
         memory={k: pick([r.memory[k] for r in rs]) for k in rs[0].memory})

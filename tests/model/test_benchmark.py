@@ -146,3 +146,46 @@ def test_dlrm_training_two_thousand_designs(benchmark):
     ev = benchmark(run)
     assert ev.feasible.all()
     assert benchmark.stats.stats.mean <= 2000 / 10_000
+
+
+def _stacks() -> dict[str, np.ndarray]:
+    """designs() with 3-7 HBM stacks (40% of the 70B decode does not fit)."""
+    return {**designs(), "memory.HBM3.stacks": np.random.default_rng(0).integers(3, 8, N)}
+
+
+# One case per phase of issue 26's Speed section (tools/bench_speed.py times them at 100,000
+# designs): (workload, designs, evaluate's keywords, the most seconds on the 2-core test
+# machine: about twice the time measured there, a guard against regressions).
+PHASE_CASES = {
+    "prefill": ("llama2-70b", N, {"phase": "prefill", "batch": 1, "seq_in": 1024,
+                                  "precision": "bf16", "chips": 2, "tp": 2}, 0.08),
+    "bert_inference": ("bert-large", N, {"scenario": "case-study-512"}, 0.06),
+    "mixtral_decode": ("mixtral-8x7b", N, {"scenario": "chat-decode", "chips": 2, "tp": 2},
+                       0.08),
+    "serve_best": ("llama3-8b", 1000, {"scenario": "serve-2048-128", "batch": "best"}, 0.8),
+    "dlrm_inference": ("dlrm-dcnv2", N, {"scenario": "mlperf-offline"}, 0.2),
+    "llama_training": ("llama3-8b", 1000, {"phase": "training", "batch": 64, "seq_in": 4096,
+                                           "precision": "bf16", "chips": 8, "tp": 2}, 0.4),
+}
+
+
+@pytest.mark.parametrize("case", list(PHASE_CASES))
+def test_phase_speed(benchmark, case):
+    """Each phase's speed on designs varying SMs, L2 and HBM stacks."""
+    name, n, keywords, most = PHASE_CASES[case]
+    hw, wl = dse.load_hardware("h100-sxm"), dse.load_workload(name)
+    overrides = {k: v[:n] for k, v in _stacks().items()}
+    ev = benchmark(lambda: dse.evaluate(hw, wl, overrides=overrides, **keywords))
+    assert ev.n == n and ev.feasible.any()
+    assert benchmark.stats.stats.mean <= most
+
+
+def test_fixed_cost_per_call(benchmark):
+    """One design of the 70B decode: the cost of a call whatever its size (about 2 ms)."""
+    hw, wl = dse.load_hardware("h100-sxm"), dse.load_workload("llama2-70b")
+    one = {k: v[:1] for k, v in designs().items()}
+    ev = benchmark(lambda: dse.evaluate(hw, wl, phase="decode", batch=1, seq_in=1024,
+                                        seq_out=128, precision="bf16", chips=2, tp=2,
+                                        overrides=one))
+    assert ev.n == 1
+    assert benchmark.stats.stats.mean <= 0.005

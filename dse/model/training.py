@@ -27,8 +27,10 @@ data-parallel replica; the busiest stage sets the pace):
                E / ep experts and runs the tokens routed to them; tokens go to their experts'
                ranks and back (two all-to-alls per MoE layer forward, two backward);
     compress   stored activations compressed and decompressed on the vector units.
+The step is the one pass of every phase (dse.model.passes) with training's plug-ins
+(dse.model.training_plugins: its collectives, overlap, bubble and compression).
 
-Setup fields the scenario leaves open (micro-batch, pipeline schedule, ZeRO stage,
+Setup fields the execution and scenario leave open (micro-batch, pipeline schedule, ZeRO stage,
 recomputation, sequence parallelism) are chosen per design: the memory planner
 (dse.model.training_memory) scores every combination at once; for each micro-batch and
 schedule the cheapest combination that fits each design (least recomputation, then ZeRO 1,
@@ -52,22 +54,19 @@ from dse.model.batch import DesignBatch
 from dse.model.divisors import divisors
 from dse.model.execution import Execution
 from dse.model.kernel import rate_of
-from dse.model.parallel import Collectives, collectives_of
 from dse.model.passes import Plugin, run_pass
-from dse.model.performance import ChipOps
 from dse.model.placement import TRAINING, WORKSPACE, Footprint, Placement
 from dse.model.reasons import Reasons
 from dse.model.stages import (
-    PIPELINE,
     Step,
-    spent,
 )
 from dse.model.training_memory import TrainingPlan, plan_training_memory
-from dse.spec.workload import Scenario, Training, TransformerSpec, parameter_counts
+from dse.model.training_plugins import overlapped, training_collectives, with_extra
+from dse.spec.workload import Scenario, Training, TransformerSpec
 from dse.workloads import lower
-from dse.workloads.common import PRECISIONS, attention_pairs
-from dse.workloads.optable import DTYPE_BYTES, MATRIX_KINDS, TENSOR_CLASSES, OpTable
-from dse.workloads.training import TRAINING_PRECISIONS, state_bytes
+from dse.workloads.common import attention_pairs
+from dse.workloads.optable import MATRIX_KINDS, OpTable
+from dse.workloads.training import TRAINING_PRECISIONS
 
 # Micro-batch sizes tried when the scenario gives none: every divisor of a replica's share
 # of the global batch up to this many sequences (frameworks take any divisor: llm-foundry
@@ -90,9 +89,6 @@ def micro_batches(per_replica: int) -> list[int]:
 
 
 RECOMPUTE = ("none", "selective", "full")  # cheapest first
-# The operator kinds of a layer's attention core, under which ring attention passes its K
-# and V blocks (the context-parallel exchange's overlap window).
-ATTENTION_CORE = ("attention_score", "softmax", "attention_value")
 ZERO_ORDER = (1, 2, 0, 3)  # ZeRO 1 and 2 cost no more bytes than 0 and update 1/dp of it
 TRAINING_METRICS = ("step_time_s", "tokens_per_s", "model_flop_per_s_per_chip",
                     "hardware_flop_per_s_per_chip", "mfu")
@@ -334,8 +330,8 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
             allowed["weights"] = (ex.offload.to,)
     plugin = Plugin(
         footprint=lambda table, ops, ws: (fp, allowed),
-        collectives=lambda coll: _with_training_collectives(coll, wl, sc_c, run_as, c, m),
-        step=lambda st: _with_extra(_overlapped(st, m), db, run_as, st.ops, m))
+        collectives=lambda coll: training_collectives(coll, wl, sc_c, run_as, m),
+        step=lambda st: with_extra(overlapped(st, m), db, run_as, st.ops, m))
     ran = run_pass(db, table, ex, in_sequence=phases.get(sc.phase).in_sequence,
                    precision=sc.precision, plugin=plugin)
     st, placed = ran.step, ran.placement
@@ -384,160 +380,6 @@ def _fast_levels(db: DesignBatch) -> list[int]:
     last = dram[0] if dram else (int(np.flatnonzero(db.resident)[-1])
                                  if db.resident.any() else len(kinds) - 1)
     return list(range(last + 1))
-
-
-def _with_training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scenario,
-                               ex: Execution, c: Choice, m: float) -> Collectives:
-    """The tensor-parallel collectives of the table (already counted per micro-batch), the
-    pipeline sends of every micro-batch both ways, and the data-parallel ones."""
-    names, kinds, stages = list(coll.name), list(coll.kind), list(coll.stage)
-    roles = list(coll.role)
-    sends = coll.having("pipeline_send")
-    if ex.pp > 1 and not sends.any():  # its count is scaled per micro-batch below
-        raise ValueError(f"training with pp = {ex.pp}: the table's collectives have no "
-                         f"pipeline_send (the pipeline's sends); found: "
-                         f"{', '.join(roles) or 'none'}")
-    groups, sizes, counts = list(coll.group), list(coll.nbytes.T), list(coll.count.T)
-    t = sc.training or Training()
-    for j in np.flatnonzero(sends):
-        # activations forward, their gradients back: once per chunk boundary, v per
-        # micro-batch with v chunks per rank (SC21 Sec. 2.2.2: "the amount of
-        # communication also increases by v")
-        counts[j] = counts[j] * 2.0 * m * (ex.virtual_stages or 1)
-    prec = TRAINING_PRECISIONS[sc.precision]
-    p_b, g_b, _ = state_bytes(prec, t.optimizer, t.optimizer_state)
-    pc = parameter_counts(wl)
-    routed = pc["ffn"] * wl.moe.experts / (wl.moe.experts + wl.moe.shared_experts) \
-        if wl.moe else 0.0
-    # one chip's parameters before ZeRO: expert parallelism splits the routed experts
-    params = (pc["total"] - routed + routed / ex.ep) / (ex.tp * ex.pp)
-    act = DTYPE_BYTES[PRECISIONS[sc.precision][1]]
-    layers = math.ceil(wl.layers / ex.pp)  # the stage's
-    tokens = c.micro_batch * sc.seq_in / ex.cp  # one rank's, per micro-batch
-    ranks = []  # (name, kind, stage, group, bytes, count) of the cp and ep exchanges
-    if ex.cp > 1:
-        # ring attention: every rank gathers the whole sequence's K and V of its heads each
-        # layer (forward), and the gradients of K and V go back (backward, reduce-scatter)
-        kv = 2 * c.micro_batch * sc.seq_in * wl.n_kv_heads / min(ex.tp, wl.n_kv_heads) \
-            * wl.d_head * act
-        ranks += [("context.kv_all_gather", "context_kv_gather", "all_gather", "forward",
-                   ex.cp, kv, layers * m),
-                  ("context.kv_reduce_scatter", "context_kv_scatter", "reduce_scatter",
-                   "backward", ex.cp, kv, layers * m)]
-    if ex.ep > 1 and wl.moe is not None:
-        # each MoE layer sends its tokens to their experts' ranks and back (dispatch and
-        # combine), forward and backward
-        routed_bytes = tokens * wl.moe.top_k * wl.d_model * act / ex.tp
-        ranks += [("experts.all_to_all", "expert_dispatch", "all_to_all", "forward",
-                   ex.ep, routed_bytes, 2 * layers * m),
-                  ("experts.all_to_all.backward", "expert_dispatch_backward", "all_to_all",
-                   "backward", ex.ep, routed_bytes, 2 * layers * m)]
-    for name, role, kind, stage, group, size, count in ranks:
-        names.append(name)
-        roles.append(role)
-        kinds.append(kind)
-        stages.append(stage)
-        groups.append(float(group))
-        sizes.append(np.asarray(size, dtype=float))
-        counts.append(np.asarray(count, dtype=float))
-    if ex.dp > 1:  # every setup lists all four (count 0 where unused): setups compare
-        sharded = 1.0 if c.zero >= 1 else 0.0
-        add = [("gradients.all_reduce", "gradient_reduce", "all_reduce", "backward",
-                params * g_b, 1 - sharded),
-               ("gradients.reduce_scatter", "gradient_reduce_scatter", "reduce_scatter",
-                "backward", params * g_b, sharded),
-               ("parameters.all_gather", "parameter_all_gather", "all_gather", "optimizer",
-                params * p_b, sharded),
-               ("parameters.gather", "parameter_prefetch", "all_gather", "forward",
-                params * p_b, 2.0 * m if c.zero == 3 else 0.0)]
-        for name, role, kind, stage, size, count in add:
-            names.append(name)
-            roles.append(role)
-            kinds.append(kind)
-            stages.append(stage)
-            groups.append(float(ex.dp))
-            sizes.append(np.asarray(size, dtype=float))
-            counts.append(np.asarray(count, dtype=float))
-    return collectives_of(names, kinds, stages, groups, sizes, counts, roles)
-
-
-def _stage_times(st: Step) -> dict[str, np.ndarray]:
-    """[N] time of the step's operators of each stage (forward, recompute, backward), the
-    operators' time over their repeats worked out once for all three."""
-    i = len(st.ops.name)
-    ran = spent(st.time[:, :i], st.count[:, :i])
-    return {s: np.where(st.ops.stage == s, ran, 0.0).sum(axis=1)
-            for s in ("forward", "recompute", "backward")}
-
-
-def _overlapped(st: Step, m: float) -> Step:
-    """Collectives hidden under compute show only their excess (see the module docstring):
-    the data-parallel gradient reduction under the last micro-batch's backward, the
-    parameter all-gather under the first micro-batch's forward, ZeRO-3's gathers under the
-    micro-batch they serve, and context parallelism's K and V exchange under the layer's
-    attention (ring attention passes the blocks while it computes on the ones it has)."""
-    stage_times = _stage_times(st)
-    fwd, bwd = stage_times["forward"] / m, stage_times["backward"] / m
-    ops = len(st.ops.name)
-
-    def attention(stage: str) -> np.ndarray:  # [N] one instance of a layer's attention
-        cols = {k: np.flatnonzero((st.ops.kind == k) & (st.ops.stage == stage))
-                for k in ATTENTION_CORE}
-        missing = [k for k, c in cols.items() if not c.size]
-        if missing:  # the exchange would show whole: a window of 0 s
-            raise ValueError(f"overlap window of the context-parallel exchange: no "
-                             f"{stage} operator of kind {', '.join(missing)} in the "
-                             "training step")
-        return sum(st.time[:, c[:1]].sum(axis=1) for c in cols.values())
-
-    # the window each role's collectives hide under (roles: dse.model.parallel.ROLES)
-    windows: dict[str, Callable[[], np.ndarray]] = {
-        "gradient_reduce": lambda: bwd, "gradient_reduce_scatter": lambda: bwd,
-        "parameter_all_gather": lambda: fwd,
-        "parameter_prefetch": lambda: (fwd + bwd) / 2.0,
-        "context_kv_gather": lambda: attention("forward"),
-        "context_kv_scatter": lambda: attention("backward")}
-    time = st.time.copy()
-    for role, window in windows.items():
-        cols = np.flatnonzero(st.of_role(role))
-        cols = cols[cols >= ops]
-        if cols.size:
-            hidden = window()
-            time[:, cols] = np.maximum(time[:, cols] - hidden[:, None], 0.0)
-    return dataclasses.replace(st, time=time, total=spent(time, st.count).sum(axis=1))
-
-
-def _with_extra(st: Step, db: DesignBatch, ex: Execution, ops: ChipOps, m: float) -> Step:
-    """The pipeline bubble and the activations' compression as two more columns."""
-    compute = sum(_stage_times(st).values())
-    bubble = (ex.pp - 1) / ((ex.virtual_stages or 1) * m) * compute if ex.pp > 1 else \
-        np.zeros(db.n)
-    squeeze = np.zeros(db.n)
-    if ex.compression is not None:
-        written = ops.written[..., TENSOR_CLASSES.index("activations")]
-        stored = np.sum(np.broadcast_to(written * ops.count, (db.n, len(ops.name)))
-                        * (ops.stage == "forward"), axis=1)
-        rate = db.vector_peak.get("fp32", db.matrix_peak.get("fp32", np.full(db.n, np.inf)))
-        squeeze = ex.compression.flops_per_byte * stored / rate
-    extra = {"pipeline.bubble": bubble, "activations.compress": squeeze}
-    n = db.n
-    add = np.stack(list(extra.values()), axis=1)  # [N, 2]
-    return dataclasses.replace(
-        st, names=np.concatenate([st.names, np.array(list(extra), dtype=object)]),
-        precision=np.concatenate([st.precision, np.array(["", "fp32"], dtype=object)]),
-        matrix=np.concatenate([st.matrix, np.zeros(2, dtype=bool)]),
-        link_bytes=np.concatenate([np.broadcast_to(st.link_bytes, (n, len(st.names))),
-                                   np.zeros((n, 2))], axis=1),
-        count=np.concatenate([st.count, np.ones((n, 2))], axis=1),
-        flops=np.concatenate([st.flops, np.zeros((n, 1)),
-                              (ex.compression.flops_per_byte if ex.compression else 0.0)
-                              * np.zeros((n, 1))], axis=1),
-        time=np.concatenate([st.time, add], axis=1),
-        bound=np.concatenate([st.bound, np.tile(np.array([PIPELINE, 0], dtype=st.bound.dtype),
-                                                (n, 1))], axis=1),
-        total=st.total + add.sum(axis=1),
-        role=None if st.role is None else np.concatenate([st.role,
-                                                          np.array(["", ""], dtype=object)]))
 
 
 def _assemble(parts: list[tuple[TrainingRun, np.ndarray, np.ndarray]], n: int

@@ -11,7 +11,7 @@ import pytest
 from conftest import STAGES
 
 import dse
-from dse.model import training
+from dse.model import training_plugins
 from dse.model.batch import design_batch
 from dse.model.execution import Execution
 from dse.model.parallel import collectives_of
@@ -89,7 +89,7 @@ def test_training_plan_refuses_non_finite_values(field, value, message):
 
 
 @dataclasses.dataclass(frozen=True)
-class _Step:  # the fields of stages.Step that training._overlapped reads
+class _Step:  # the fields of stages.Step that training_plugins.overlapped reads
     ops: SimpleNamespace
     names: np.ndarray
     time: np.ndarray
@@ -116,21 +116,21 @@ def test_context_exchange_without_attention_operators_is_an_error():
     """The window of ring attention's K/V exchange was 0 s when no operator was found; the
     operators are found by kind and the exchange by its role, not by name."""
     full = _step(["attention_score", "softmax", "attention_value"], ["context_kv_gather"])
-    assert training._overlapped(full, 1.0).time[0, -1] == 0.0  # hidden under attention
+    assert training_plugins.overlapped(full, 1.0).time[0, -1] == 0.0  # hidden under attention
     with pytest.raises(ValueError, match="overlap window of the context-parallel exchange: "
                                          "no forward operator of kind attention_score, "
                                          "attention_value"):
-        training._overlapped(_step(["softmax"], ["context_kv_gather"]), 1.0)
+        training_plugins.overlapped(_step(["softmax"], ["context_kv_gather"]), 1.0)
     # no exchange, no window needed: a step without attention rows is fine
-    assert training._overlapped(_step(["gemm"], ["gradient_reduce"]), 1.0).total[0] > 0
+    assert training_plugins.overlapped(_step(["gemm"], ["gradient_reduce"]), 1.0).total[0] > 0
 
 
 def test_pipeline_training_without_its_stage_send_is_an_error():
     none = collectives_of([], [], [], [], [], [], [])
     with pytest.raises(ValueError, match=r"training with pp = 2: the table's collectives have "
                                          r"no pipeline_send.*found: none"):
-        training._with_training_collectives(none, LLAMA3_8B, None, Execution(chips=2, pp=2),
-                                            None, 1.0)
+        training_plugins.training_collectives(none, LLAMA3_8B, None,
+                                              Execution(chips=2, pp=2), 1.0)
 
 
 def _patched_times(mp: pytest.MonkeyPatch, value: float) -> None:

@@ -1,0 +1,194 @@
+"""The training step's plug-ins of the one pass (dse.model.passes.Plugin): the collectives a
+training step adds to the plan's (pipeline sends both ways per micro-batch; data-parallel
+gradient reduction and parameter gathers by ZeRO stage; context parallelism's K/V exchange;
+expert parallelism's all-to-alls), their overlap with compute, and the pipeline bubble and
+the activations' compression as columns of the step. Collectives are found by their typed
+role (dse.model.parallel.ROLES), operators by their kind, never by name. No I/O.
+
+    overlap    the gradient reduction runs under the last micro-batch's backward and the
+               parameter all-gather under the first micro-batch's forward (Megatron's
+               overlap_grad_reduce / overlap_param_gather, DDP's buckets); ZeRO-3's gathers
+               under the micro-batch's own compute (FSDP prefetch); ring attention's K and
+               V exchange under the layer's attention: only the excess shows;
+    bubble     (pp - 1) / (v x m) of the micro-batches' compute (Narayanan et al., SC21,
+               Sec. 2.2: 1F1B and its interleaved form with v chunks per rank).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from dse.model.batch import DesignBatch
+from dse.model.execution import Execution
+from dse.model.parallel import Collectives, collectives_of
+from dse.model.performance import ChipOps
+from dse.model.stages import PIPELINE, Step, spent
+from dse.spec.workload import Scenario, Training, TransformerSpec, parameter_counts
+from dse.workloads.common import PRECISIONS
+from dse.workloads.optable import DTYPE_BYTES, TENSOR_CLASSES
+from dse.workloads.training import TRAINING_PRECISIONS, state_bytes
+
+# The operator kinds of a layer's attention core, under which ring attention passes its K
+# and V blocks (the context-parallel exchange's overlap window).
+ATTENTION_CORE = ("attention_score", "softmax", "attention_value")
+
+
+def training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scenario,
+                          ex: Execution, m: float) -> Collectives:
+    """The tensor-parallel collectives of the table (already counted per micro-batch), the
+    pipeline sends of every micro-batch both ways, and the data-parallel, context-parallel
+    and expert-parallel ones of the execution `ex` as it runs (its micro-batch and ZeRO
+    stage set); each with its role (dse.model.parallel.ROLES)."""
+    names, kinds, stages = list(coll.name), list(coll.kind), list(coll.stage)
+    roles = list(coll.role)
+    sends = coll.having("pipeline_send")
+    if ex.pp > 1 and not sends.any():  # its count is scaled per micro-batch below
+        raise ValueError(f"training with pp = {ex.pp}: the table's collectives have no "
+                         f"pipeline_send (the pipeline's sends); found: "
+                         f"{', '.join(roles) or 'none'}")
+    groups, sizes, counts = list(coll.group), list(coll.nbytes.T), list(coll.count.T)
+    t = sc.training or Training()
+    mb, zero = ex.micro_batch or 1, ex.zero or 0  # the setup the step runs (planner's choice)
+    for j in np.flatnonzero(sends):
+        # activations forward, their gradients back: once per chunk boundary, v per
+        # micro-batch with v chunks per rank (SC21 Sec. 2.2.2: "the amount of
+        # communication also increases by v")
+        counts[j] = counts[j] * 2.0 * m * (ex.virtual_stages or 1)
+    prec = TRAINING_PRECISIONS[sc.precision]
+    p_b, g_b, _ = state_bytes(prec, t.optimizer, t.optimizer_state)
+    pc = parameter_counts(wl)
+    routed = pc["ffn"] * wl.moe.experts / (wl.moe.experts + wl.moe.shared_experts) \
+        if wl.moe else 0.0
+    # one chip's parameters before ZeRO: expert parallelism splits the routed experts
+    params = (pc["total"] - routed + routed / ex.ep) / (ex.tp * ex.pp)
+    act = DTYPE_BYTES[PRECISIONS[sc.precision][1]]
+    layers = math.ceil(wl.layers / ex.pp)  # the stage's
+    tokens = mb * sc.seq_in / ex.cp  # one rank's, per micro-batch
+    ranks = []  # (name, kind, stage, group, bytes, count) of the cp and ep exchanges
+    if ex.cp > 1:
+        # ring attention: every rank gathers the whole sequence's K and V of its heads each
+        # layer (forward), and the gradients of K and V go back (backward, reduce-scatter)
+        kv = 2 * mb * sc.seq_in * wl.n_kv_heads / min(ex.tp, wl.n_kv_heads) \
+            * wl.d_head * act
+        ranks += [("context.kv_all_gather", "context_kv_gather", "all_gather", "forward",
+                   ex.cp, kv, layers * m),
+                  ("context.kv_reduce_scatter", "context_kv_scatter", "reduce_scatter",
+                   "backward", ex.cp, kv, layers * m)]
+    if ex.ep > 1 and wl.moe is not None:
+        # each MoE layer sends its tokens to their experts' ranks and back (dispatch and
+        # combine), forward and backward
+        routed_bytes = tokens * wl.moe.top_k * wl.d_model * act / ex.tp
+        ranks += [("experts.all_to_all", "expert_dispatch", "all_to_all", "forward",
+                   ex.ep, routed_bytes, 2 * layers * m),
+                  ("experts.all_to_all.backward", "expert_dispatch_backward", "all_to_all",
+                   "backward", ex.ep, routed_bytes, 2 * layers * m)]
+    for name, role, kind, stage, group, size, count in ranks:
+        names.append(name)
+        roles.append(role)
+        kinds.append(kind)
+        stages.append(stage)
+        groups.append(float(group))
+        sizes.append(np.asarray(size, dtype=float))
+        counts.append(np.asarray(count, dtype=float))
+    if ex.dp > 1:  # every setup lists all four (count 0 where unused): setups compare
+        sharded = 1.0 if zero >= 1 else 0.0
+        add = [("gradients.all_reduce", "gradient_reduce", "all_reduce", "backward",
+                params * g_b, 1 - sharded),
+               ("gradients.reduce_scatter", "gradient_reduce_scatter", "reduce_scatter",
+                "backward", params * g_b, sharded),
+               ("parameters.all_gather", "parameter_all_gather", "all_gather", "optimizer",
+                params * p_b, sharded),
+               ("parameters.gather", "parameter_prefetch", "all_gather", "forward",
+                params * p_b, 2.0 * m if zero == 3 else 0.0)]
+        for name, role, kind, stage, size, count in add:
+            names.append(name)
+            roles.append(role)
+            kinds.append(kind)
+            stages.append(stage)
+            groups.append(float(ex.dp))
+            sizes.append(np.asarray(size, dtype=float))
+            counts.append(np.asarray(count, dtype=float))
+    return collectives_of(names, kinds, stages, groups, sizes, counts, roles)
+
+
+def times_by_stage(st: Step) -> dict[str, np.ndarray]:
+    """[N] time of the step's operators of each stage (forward, recompute, backward), the
+    operators' time over their repeats worked out once for all three."""
+    i = len(st.ops.name)
+    ran = spent(st.time[:, :i], st.count[:, :i])
+    return {s: np.where(st.ops.stage == s, ran, 0.0).sum(axis=1)
+            for s in ("forward", "recompute", "backward")}
+
+
+def overlapped(st: Step, m: float) -> Step:
+    """Collectives hidden under compute show only their excess (see the module docstring):
+    the data-parallel gradient reduction under the last micro-batch's backward, the
+    parameter all-gather under the first micro-batch's forward, ZeRO-3's gathers under the
+    micro-batch they serve, and context parallelism's K and V exchange under the layer's
+    attention (ring attention passes the blocks while it computes on the ones it has)."""
+    per_stage = times_by_stage(st)
+    fwd, bwd = per_stage["forward"] / m, per_stage["backward"] / m
+    ops = len(st.ops.name)
+
+    def attention(stage: str) -> np.ndarray:  # [N] one instance of a layer's attention
+        cols = {k: np.flatnonzero((st.ops.kind == k) & (st.ops.stage == stage))
+                for k in ATTENTION_CORE}
+        missing = [k for k, c in cols.items() if not c.size]
+        if missing:  # the exchange would show whole: a window of 0 s
+            raise ValueError(f"overlap window of the context-parallel exchange: no "
+                             f"{stage} operator of kind {', '.join(missing)} in the "
+                             "training step")
+        return sum(st.time[:, c[:1]].sum(axis=1) for c in cols.values())
+
+    # the window each role's collectives hide under (roles: dse.model.parallel.ROLES)
+    windows: dict[str, Callable[[], np.ndarray]] = {
+        "gradient_reduce": lambda: bwd, "gradient_reduce_scatter": lambda: bwd,
+        "parameter_all_gather": lambda: fwd,
+        "parameter_prefetch": lambda: (fwd + bwd) / 2.0,
+        "context_kv_gather": lambda: attention("forward"),
+        "context_kv_scatter": lambda: attention("backward")}
+    time = st.time.copy()
+    for role, window in windows.items():
+        cols = np.flatnonzero(st.of_role(role))
+        cols = cols[cols >= ops]
+        if cols.size:
+            hidden = window()
+            time[:, cols] = np.maximum(time[:, cols] - hidden[:, None], 0.0)
+    return dataclasses.replace(st, time=time, total=spent(time, st.count).sum(axis=1))
+
+
+def with_extra(st: Step, db: DesignBatch, ex: Execution, ops: ChipOps, m: float) -> Step:
+    """The pipeline bubble and the activations' compression as two more columns."""
+    compute = sum(times_by_stage(st).values())
+    bubble = (ex.pp - 1) / ((ex.virtual_stages or 1) * m) * compute if ex.pp > 1 else \
+        np.zeros(db.n)
+    squeeze = np.zeros(db.n)
+    if ex.compression is not None:
+        written = ops.written[..., TENSOR_CLASSES.index("activations")]
+        stored = np.sum(np.broadcast_to(written * ops.count, (db.n, len(ops.name)))
+                        * (ops.stage == "forward"), axis=1)
+        rate = db.vector_peak.get("fp32", db.matrix_peak.get("fp32", np.full(db.n, np.inf)))
+        squeeze = ex.compression.flops_per_byte * stored / rate
+    extra = {"pipeline.bubble": bubble, "activations.compress": squeeze}
+    n = db.n
+    add = np.stack(list(extra.values()), axis=1)  # [N, 2]
+    return dataclasses.replace(
+        st, names=np.concatenate([st.names, np.array(list(extra), dtype=object)]),
+        precision=np.concatenate([st.precision, np.array(["", "fp32"], dtype=object)]),
+        matrix=np.concatenate([st.matrix, np.zeros(2, dtype=bool)]),
+        link_bytes=np.concatenate([np.broadcast_to(st.link_bytes, (n, len(st.names))),
+                                   np.zeros((n, 2))], axis=1),
+        count=np.concatenate([st.count, np.ones((n, 2))], axis=1),
+        flops=np.concatenate([st.flops, np.zeros((n, 1)),
+                              (ex.compression.flops_per_byte if ex.compression else 0.0)
+                              * np.zeros((n, 1))], axis=1),
+        time=np.concatenate([st.time, add], axis=1),
+        bound=np.concatenate([st.bound, np.tile(np.array([PIPELINE, 0], dtype=st.bound.dtype),
+                                                (n, 1))], axis=1),
+        total=st.total + add.sum(axis=1),
+        role=None if st.role is None else np.concatenate([st.role,
+                                                          np.array(["", ""], dtype=object)]))

@@ -12,8 +12,8 @@ import dse
 from dse.cli import app
 from dse.model import memory_plan as mp
 from dse.model.execution import Execution
-from dse.model.training import plan_of
 from dse.model.training_memory import plan_training_memory
+from dse.model.training_setups import plan_of
 
 runner = CliRunner()
 PARTS = ("parameters", "gradients", "optimizer_state", "activations", "temporary")

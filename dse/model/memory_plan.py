@@ -14,10 +14,10 @@ Suggestions (`suggest`):
              per-layer all-reduces stay inside one scale-up node), pp divides the layers (and
              the layers divide into pp x virtual_stages chunks with the interleaved
              schedule), and dp divides the global batch; with each micro-batch that
-             divides a replica's sequences (training.micro_batches), ZeRO 0-3 (0 alone without data
-             parallelism), recomputation none / selective / full, sequence parallelism on and
-             off (with tp > 1), and the optimizer state kept on the chip or offloaded to each
-             slower level (`tiers`);
+             divides a replica's sequences (training_setups.micro_batches), ZeRO 0-3
+             (0 alone without data parallelism), recomputation none / selective / full,
+             sequence parallelism on and off (with tp > 1), and the optimizer state kept
+             on the chip or offloaded to each slower level (`tiers`);
   filter     the memory planner scores all of them in one array pass; one fits when its bytes
              per chip (on the chip and offloaded) fit the chip's resident capacity, what every
              micro-batch touches (the parameters the chip keeps, gradients, activations,
@@ -49,7 +49,8 @@ from dse.model.divisors import divisors
 from dse.model.evaluate import evaluate
 from dse.model.execution import Execution
 from dse.model.results import Evaluation
-from dse.model.training import (
+from dse.model.training_memory import TrainingMemory, TrainingPlan, plan_training_memory
+from dse.model.training_setups import (
     RECOMPUTE,
     ZERO_ORDER,
     Choice,
@@ -58,7 +59,6 @@ from dse.model.training import (
     schedule_chosen,
     schedule_of,
 )
-from dse.model.training_memory import TrainingMemory, TrainingPlan, plan_training_memory
 from dse.spec.messages import describe
 from dse.spec.workload import Offload, Scenario, Training, TransformerSpec, WorkloadSpec
 
@@ -314,7 +314,7 @@ def _scenario_of(sc: Scenario, s: Strategy, offload_params: bool) -> Scenario:
 def plan_all(wl: TransformerSpec, sc: Scenario, chips: int, cands: list[Strategy],
              offload_params: bool = False) -> TrainingMemory:
     """The memory planner over every strategy at once: the plan of each (tp, pp, offload)
-    group (dse.model.training.plan_of, as the step model plans it) joined into one."""
+    group (dse.model.training_setups.plan_of, as the step model plans it) joined into one."""
     plans, sizes = [], []
     for _, grouped in itertools.groupby(cands, key=lambda s: (s.tp, s.pp, s.offload)):
         group = list(grouped)

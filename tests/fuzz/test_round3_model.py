@@ -25,9 +25,9 @@ def _yaml(tmp_path: Path, name: str, text: str) -> Path:
 
 # --- H1: a Transformer of 10^9 layers with pipeline parallelism -------------------------------
 # `dse eval h100-sxm H1_many_layers.yaml --phase training --chips 2 --pp 2` (GPT-2 with 10^9
-# layers) never ended: training.schedules listed the interleaved splits of a stage's layers by
-# trial division (O(layers / pp) per micro-batch). Fix: divisors from the factorization, at
-# most MAX_VIRTUAL_STAGES chunks per rank.
+# layers) never ended: training_setups.schedules listed the interleaved splits of a stage's
+# layers by trial division (O(layers / pp) per micro-batch). Fix: divisors from the
+# factorization, at most MAX_VIRTUAL_STAGES chunks per rank.
 
 @pytest.mark.parametrize("layers", [10**9, 2**53, 1441440])
 def test_training_with_very_many_layers_and_pipeline_parallelism_is_quick(tmp_path, layers):
@@ -40,7 +40,7 @@ def test_training_with_very_many_layers_and_pipeline_parallelism_is_quick(tmp_pa
 
 def test_the_planner_tries_interleaved_schedules_up_to_the_cap():
     from dse.model.execution import Execution
-    from dse.model.training import MAX_VIRTUAL_STAGES, schedules
+    from dse.model.training_setups import MAX_VIRTUAL_STAGES, schedules
     from dse.spec.workload import Training
 
     ex = Execution(chips=2, tp=1, pp=2)

@@ -47,7 +47,7 @@ def test_the_fastest_setup_that_fits_is_chosen_per_design() -> None:
 def test_every_divisor_of_a_replicas_batch_is_a_micro_batch_tried() -> None:
     """48 sequences on 8 chips are 6 per replica: micro-batches 1, 2, 3 and 6 are tried (not
     only powers of two), and none that fits, given explicitly, is faster than the choice."""
-    from dse.model.training import MAX_MICRO_BATCH, micro_batches
+    from dse.model.training_setups import MAX_MICRO_BATCH, micro_batches
 
     assert micro_batches(6) == [1, 2, 3, 6]
     assert micro_batches(192)[-3:] == [64, 96, 192] and micro_batches(7) == [1, 7]
@@ -113,7 +113,7 @@ def test_the_planner_chooses_the_pipeline_schedule() -> None:
     never interleaved when the micro-batches are not a multiple of the stages; a schedule
     the scenario names is kept."""
     from dse.model.execution import Execution
-    from dse.model.training import schedules
+    from dse.model.training_setups import schedules
 
     ex = Execution(chips=8, tp=1, pp=4)
     assert schedules(ex.with_training(Training()), 32, 32) == [1, 2, 4, 8]

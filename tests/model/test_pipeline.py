@@ -8,7 +8,8 @@ from conftest import without_engine_limits
 import dse
 from dse.errors import DseError
 from dse.model.batch import design_batch
-from dse.model.evaluate import BEST_CANDIDATES, size
+from dse.model.batch_search import size
+from dse.model.chunks import BEST_CANDIDATES
 from dse.model.execution import Execution
 from dse.model.parallel import COLLECTIVES, SPLITS, Collectives, chip_ops, collective_times
 from dse.model.placement import POLICY, Footprint, place

@@ -1,0 +1,141 @@
+"""The batch a design runs when the scenario asks for one that depends on the hardware:
+`size` (batch max: the most sequences whose memory fits) and `best_batch` (batch best: the
+batch with the most throughput that meets the latency target, searched over whole
+batches). No I/O."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dse import phases
+from dse.errors import DseError
+from dse.model.batch import DesignBatch
+from dse.model.chunks import BEST_CANDIDATES
+from dse.model.execution import Execution
+from dse.model.parallel import chip_ops
+from dse.model.phase_pass import Run, meets, run_phase
+from dse.model.placement import WORKSPACE
+from dse.model.stages import activation_bytes, footprint
+from dse.spec.workload import Scenario, WorkloadSpec
+from dse.workloads import lower
+from dse.workloads.optable import CLASSES
+from dse.workloads.serving import batch_limit, engine_of
+
+# batch best (_best): candidate batches run per design at a time; linear passes around a peak
+# until every whole batch next to it is tried (each narrows the window ~5x: 10^6 sequences
+# take ~8 passes).
+MAX_BEST_PASSES = 16
+GRID_STEPS = 2  # pass 1: batches 2^(j / GRID_STEPS), rounded, up to the most that fit
+BEST_BASINS = 2  # the grid's peaks refined
+
+
+def size(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution) -> np.ndarray:
+    """[N] the most sequences per replica whose memory fits (stage `size`): the KV cache each
+    sequence holds (serve: as the engine's admission policy reserves it, over the share of
+    free memory the engine gives the cache) plus the activation workspace, beside the
+    weights; serve also within the engine's max batch and token budget. The workspace is
+    the largest operator's, each affine in the batch (its intercept and slope from the
+    lowering at 1 and 2 sequences), so the answer is exact: the next sequence does not fit."""
+    table = lower(wl, sc.model_copy(update={"batch": 1}), batch=np.array([1.0, 2.0]),
+                  chips=ex.dp)
+    ops, _ = chip_ops(table, ex)
+    ws = activation_bytes(ops)  # [2, I]
+    fp = footprint(table, ops, ex, ws)
+    grows = {c.name for c in CLASSES if c.per_sequence}
+    held = sum((np.broadcast_to(fp[c], (2,)) for c in grows), np.zeros(2))
+    fixed = sum((np.broadcast_to(fp[c], (2,))[0] for c in fp.bytes
+                 if c not in grows and c != WORKSPACE), np.zeros(()))
+    slope = held[1] - held[0] + ws[1] - ws[0]  # [I] bytes per sequence with operator i
+    base = ws[0] - (ws[1] - ws[0])  # [I] workspace at no sequences
+    if not np.any(slope > 0):
+        raise DseError(f"{wl.name}: batch {sc.batch} needs per-sequence memory to size")
+    free = db.resident_capacity.sum(axis=1) - fixed
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fits = np.where(slope > 0, (free[:, None] - base) / slope, np.inf)
+    most = np.floor(np.maximum(fits.min(axis=1), 0.0))
+    if phases.get(sc.phase).served:
+        most = np.minimum(most, batch_limit(sc.seq_in, sc.seq_out, engine_of(sc)))
+    return most
+
+
+def best_batch(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
+          most: np.ndarray) -> tuple[np.ndarray, Run]:
+    """batch best: for every design the batch in 1..most with the highest throughput that
+    meets the scenario's latency target. Pass 1 tries a fixed grid of batches (2^(j /
+    GRID_STEPS), rounded, and `most`), the same whatever the memory, so more memory only
+    adds batches; then around each of the BEST_BASINS best peaks of the grid, linear passes
+    between the neighbours of that peak's best batch until every whole batch between them is
+    tried. Throughput rises in steps and falls off cliffs (one sequence more fills a wave of
+    thread blocks, or spills a cache: BERT on an H100 peaks at 35 sequences, 9,503/s, and 94,
+    9,468/s), so the answer is the best batch tried, a peak over whole batches. Every pass
+    runs BEST_CANDIDATES batches of every design at a time."""
+    metric = phases.get(sc.phase).best_metric
+    assert metric is not None, "a phase that takes batch best names its best_metric"
+    n, k = db.n, BEST_CANDIDATES
+    most = np.asarray(most, dtype=float)
+
+    top_most = max(float(np.max(most)), 1.0) if most.size else 1.0
+    # The score of (design, batch) pairs already run, by key design x width + batch, sorted:
+    # a pass runs only the pairs no pass ran before, once each (the windows of later passes
+    # overlap earlier candidates and repeat batches once narrower than BEST_CANDIDATES). A
+    # design's score at a batch does not depend on the designs beside it in a pass.
+    width = int(top_most) + 1
+    known_keys, known_scores = np.empty(0, dtype=np.int64), np.empty(0)
+
+    def scores(cand: np.ndarray) -> np.ndarray:
+        nonlocal known_keys, known_scores
+        keys = np.arange(n, dtype=np.int64)[:, None] * width + cand.astype(np.int64)
+        new = np.unique(keys)
+        if known_keys.size:
+            at = np.minimum(np.searchsorted(known_keys, new), known_keys.size - 1)
+            new = new[known_keys[at] != new]
+        got = np.empty(new.size)
+        for c in range(0, new.size, n * k):
+            part = new[c:c + n * k]
+            flat = (part % width).astype(float)
+            run = run_phase(db.take(part // width), wl, sc, ex, flat, ex.dp * flat)
+            got[c:c + n * k] = np.where(run.feasible & meets(run.metrics, sc),
+                                        run.metrics[metric], -1.0)
+        known_keys = np.concatenate([known_keys, new])
+        known_scores = np.concatenate([known_scores, got])
+        order = np.argsort(known_keys, kind="stable")
+        known_keys, known_scores = known_keys[order], known_scores[order]
+        return known_scores[np.searchsorted(known_keys, keys)]
+
+    grid = np.unique(np.floor(2.0 ** (np.arange(np.floor(np.log2(top_most) * GRID_STEPS) + 1)
+                                      / GRID_STEPS) + 0.5))
+    cand = np.clip(np.concatenate([np.broadcast_to(grid, (n, grid.size)), most[:, None]],
+                                  axis=1), 1.0, np.maximum(most, 1.0)[:, None])
+    score = scores(cand)
+    pick = np.argmax(score, axis=1)
+    best = np.take_along_axis(cand, pick[:, None], axis=1)[:, 0]
+    top = np.take_along_axis(score, pick[:, None], axis=1)[:, 0]
+    # the grid's peaks (at least their neighbours' throughput), the best BEST_BASINS of them
+    g = cand.shape[1]
+    left_s = np.concatenate([np.full((n, 1), -np.inf), score[:, :-1]], axis=1)
+    right_s = np.concatenate([score[:, 1:], np.full((n, 1), -np.inf)], axis=1)
+    peak = np.where((score >= left_s) & (score >= right_s), score, -np.inf)
+    basins = np.argsort(-peak, axis=1, kind="stable")[:, :BEST_BASINS]  # [N, B]
+    lo = np.take_along_axis(cand, np.maximum(basins - 1, 0), axis=1)
+    hi = np.take_along_axis(cand, np.minimum(basins + 1, g - 1), axis=1)
+    b = lo.shape[1]
+    steps = np.linspace(0.0, 1.0, k)
+    for _ in range(MAX_BEST_PASSES):
+        if np.all(hi <= lo):
+            break
+        c = np.clip(np.floor(lo[..., None] + (hi - lo)[..., None] * steps + 0.5), 1.0,
+                    np.maximum(most, 1.0)[:, None, None])  # [N, B, K]
+        sc_ = scores(c.reshape(n, b * k)).reshape(n, b, k)
+        flat = np.argmax(sc_.reshape(n, b * k), axis=1)
+        won = np.take_along_axis(sc_.reshape(n, b * k), flat[:, None], axis=1)[:, 0]
+        better = won > top  # the best batch of every pass so far (ties: the earlier)
+        top = np.where(better, won, top)
+        best = np.where(better, np.take_along_axis(c.reshape(n, b * k), flat[:, None],
+                                                   axis=1)[:, 0], best)
+        p = np.argmax(sc_, axis=2)[..., None]  # each basin's best, and its neighbours
+        at = np.take_along_axis(c, p, axis=2)[..., 0]
+        left = np.take_along_axis(c, np.maximum(p - 1, 0), axis=2)[..., 0]
+        right = np.take_along_axis(c, np.minimum(p + 1, k - 1), axis=2)[..., 0]
+        done = hi - lo <= k - 1  # this pass tried every batch in [lo, hi]
+        lo, hi = np.where(done, at, left), np.where(done, at, right)
+    return best, run_phase(db, wl, sc, ex, best, ex.dp * best, target=True)

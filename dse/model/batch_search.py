@@ -59,7 +59,7 @@ def size(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution) -> np.n
 
 
 def best_batch(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
-          most: np.ndarray) -> tuple[np.ndarray, Run]:
+               most: np.ndarray) -> tuple[np.ndarray, Run]:
     """batch best: for every design the batch in 1..most with the highest throughput that
     meets the scenario's latency target. Pass 1 tries a fixed grid of batches (2^(j /
     GRID_STEPS), rounded, and `most`), the same whatever the memory, so more memory only
@@ -71,8 +71,7 @@ def best_batch(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     runs BEST_CANDIDATES batches of every design at a time."""
     metric = phases.get(sc.phase).best_metric
     assert metric is not None, "a phase that takes batch best names its best_metric"
-    n, k = db.n, BEST_CANDIDATES
-    most = np.asarray(most, dtype=float)
+    n, k, most = db.n, BEST_CANDIDATES, np.asarray(most, dtype=float)
 
     top_most = max(float(np.max(most)), 1.0) if most.size else 1.0
     # The score of (design, batch) pairs already run, by key design x width + batch, sorted:

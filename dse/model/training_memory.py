@@ -23,6 +23,7 @@ reports the busiest of the two by default (`stage="first"` / `"last"` pick one).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -260,10 +261,18 @@ def plan_training_memory(m: TransformerSpec, plan: TrainingPlan,
                   optimizer_state=opt * (1 - off_o), activations=acts, temporary=temp)
         out[name] = dict(on, total=sum(on.values()), offloaded_parameters=params * off_p,
                          offloaded_optimizer_state=opt * off_o)
+    return _of_stage(out, stage, recompute_flop_multiplier(m, seq, plan.recompute),
+                     microbatches)
+
+
+def _of_stage(out: dict[str, dict[str, Any]], stage: str, flops: Any,
+              microbatches: np.ndarray) -> TrainingMemory:
+    """The memory of the stage asked for (first, last, or per strategy the one with the
+    larger total: busiest) from both stages' parts, with the recomputation FLOP multiplier
+    and the micro-batches, all broadcast to one shape."""
     first, last = out["first"], out["last"]
     pick_last = {"first": False, "last": True,
                  "busiest": last["total"] > first["total"]}[stage]
-    flops = recompute_flop_multiplier(m, seq, plan.recompute)
     shape = np.broadcast_shapes(*(np.shape(v) for d in out.values() for v in d.values()),
                                 np.shape(pick_last), np.shape(flops), np.shape(microbatches))
     res = {k: np.broadcast_to(np.where(pick_last, last[k], first[k]), shape).astype(float)

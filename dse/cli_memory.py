@@ -113,6 +113,7 @@ def memory(
 
     Exit codes: 0 it fits; 3 it does not (printed in full first); 2 bad input."""
     from dse.model import memory_plan as mp
+    from dse.model import memory_suggest
     from dse.model.batch import design_batch
     from dse.report import memory_view as view
     from dse.spec.load import load_design, load_workload
@@ -152,7 +153,7 @@ def memory(
     for warning in ev.warnings:
         typer.echo(f"warning: {warning}", err=True)
     breakdown = mp.breakdown(ev, db)
-    suggested = mp.suggest(db, wl, name, sc, n_chips, tech, offload_params) if suggest \
+    suggested = memory_suggest.suggest(db, wl, name, sc, n_chips, tech, offload_params) if suggest \
         else None
     doc = view.memory_document(breakdown, notes, suggested)
     if fmt == "json":

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 import dse
 from dse.cli import app
 from dse.model import memory_plan as mp
+from dse.model import memory_suggest as ms
 from dse.model.execution import Execution
 from dse.model.training_memory import plan_training_memory
 from dse.model.training_setups import plan_of
@@ -102,7 +103,7 @@ def test_done_when_command_ranks_strategies_that_fit(done_when):
     cap = doc["capacity"]["HBM3"]
     for r in rows:
         assert r["tp"] * r["pp"] * r["dp"] == 64
-        assert r["tp"] <= mp.TP_MAX and 64 % r["tp"] == 0 and 80 % r["pp"] == 0
+        assert r["tp"] <= ms.TP_MAX and 64 % r["tp"] == 0 and 80 % r["pp"] == 0
         assert r["memory_per_chip_bytes"] <= cap
         assert set(r) >= {"tp", "pp", "dp", "micro_batch", "zero", "recompute",
                           "sequence_parallel", "offload", "memory_per_chip_bytes",
@@ -111,7 +112,7 @@ def test_done_when_command_ranks_strategies_that_fit(done_when):
     assert doc["scenario"]["global_batch"] == 64 and doc["scenario"]["seq_in"] == 2048
     assert any("no training scenario" in n for n in doc["notes"])
     summary = doc["suggest_summary"]
-    assert summary["evaluated"] <= mp.MAX_EVALUATED
+    assert summary["evaluated"] <= ms.MAX_EVALUATED
     assert summary["feasible"] == len(rows) <= summary["fit"] <= summary["enumerated"]
     assert seconds < 60  # ~4 s on one free core
 
@@ -225,12 +226,12 @@ def test_one_planner_pass_equals_the_plan_of_each_strategy():
     wl = dse.load_workload("llama2-70b")
     db = dse.design_batch(dse.load_hardware("gh200"))
     _, sc, _ = mp.training_scenario(wl, None, chips=64)
-    cands = mp.strategies(wl, sc, db, 64)
-    mem = mp.plan_all(wl, sc, 64, cands)
+    cands = ms.strategies(wl, sc, db, 64)
+    mem = ms.plan_all(wl, sc, 64, cands)
     rng = np.random.default_rng(0)
     for i in rng.choice(len(cands), size=12, replace=False):
         s = cands[i]
-        sc_s = mp._scenario_of(sc, s, False)
+        sc_s = ms._scenario_of(sc, s, False)
         ex = Execution(chips=64, tp=s.tp, pp=s.pp).with_training(sc_s.training)
         one = plan_training_memory(wl, plan_of(sc_s, ex, s.choice()))
         for part in (*PARTS, "total", "offloaded"):
@@ -242,14 +243,14 @@ def test_enumeration_rules():
     wl = dse.load_workload("gpt3-175b")  # 96 heads, 96 layers
     db = dse.design_batch(dse.load_hardware("h100-sxm"))
     _, sc, _ = mp.training_scenario(wl, "megatron-training", chips=1024)
-    cands = mp.strategies(wl, sc, db, 1024)
+    cands = ms.strategies(wl, sc, db, 1024)
     assert {s.tp for s in cands} == {1, 2, 4, 8}
     assert all(96 % s.pp == 0 and 1536 % s.dp == 0 for s in cands)
     assert all(s.zero == 0 for s in cands if s.dp == 1)
     assert all(not s.sequence_parallel for s in cands if s.tp == 1)
     assert {s.offload for s in cands} == {None}  # an H100 has no slower tier
     fits = np.ones(len(cands), dtype=bool)
-    picked = mp.shortlist(cands, fits, limit=10)
+    picked = ms.shortlist(cands, fits, limit=10)
     assert len(picked) == 10
     # the first of each group: no recomputation, ZeRO 1 (the step model's first choice)
     assert all(cands[i].recompute == "none" and cands[i].zero in (0, 1) for i in picked)
@@ -260,9 +261,9 @@ def test_fit_per_tier_and_offload_levels():
     db = dse.design_batch(dse.load_hardware("middle-ground"))  # HBM3, then LPDDR5X and CXL
     assert mp.slower_levels(db) == ["LPDDR5X", "CXL"]
     _, sc, _ = mp.training_scenario(wl, None, chips=2)
-    cands = mp.strategies(wl, sc, db, 2)
+    cands = ms.strategies(wl, sc, db, 2)
     assert {s.offload for s in cands} == {None, "LPDDR5X", "CXL"}
-    fits = mp.fitting(db, cands, mp.plan_all(wl, sc, 2, cands))
+    fits = ms.fitting(db, cands, ms.plan_all(wl, sc, 2, cands))
     assert fits.shape == (len(cands), 3)
     # a wider set of tiers never fits less; an offload needs its level among the tiers
     assert np.all(fits[:, 1] >= fits[:, 0]) and np.all(fits[:, 2] >= fits[:, 1])

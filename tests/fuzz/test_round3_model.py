@@ -53,7 +53,7 @@ def test_the_planner_tries_interleaved_schedules_up_to_the_cap():
 
 # --- H3: dse memory --suggest on 2^53 chips -------------------------------------------------
 # `dse memory h100-sxm llama2-7b --chips 9007199254740992 --suggest` never ended:
-# memory_plan._divisors trial-divided --chips. Fix: tp up to TP_MAX, pp among the divisors of
+# memory_suggest._divisors trial-divided --chips. Fix: tp up to TP_MAX, pp among the divisors of
 # gcd(chips / tp, layers) from the factorization, at most MAX_DEPTHS of them.
 
 def test_divisors_by_factorization():
@@ -79,7 +79,7 @@ def test_suggest_on_very_many_chips_is_quick(chips):
 def test_suggest_spreads_the_pipeline_depths_it_tries(tmp_path):
     """A model of 963,761,198,400 layers on as many chips: 6,720 depths divide both; the
     suggestions try MAX_DEPTHS of them, from 1 to the largest."""
-    from dse.model.memory_plan import MAX_DEPTHS, _spread
+    from dse.model.memory_suggest import MAX_DEPTHS, _spread
 
     ds = divisors(963761198400)
     picked = _spread(ds, MAX_DEPTHS)

@@ -27,7 +27,8 @@ of 10^10 rows cost what tables of 10^3 do:
   within 2.4e-5 of sums over every row (R = 10^4..10^7, a = 0..2, C = 0.01%..90% of R) and
   7e-5 of a 2048-bucket sum at R = 4e10. T_C comes from a safeguarded Newton iteration on
   (ln T, ln occupancy); many capacities over the same tables instead tabulate occupancy and
-  hit rates on a grid of ln T once and interpolate (monotone cubic Hermite; < 1e-8 apart).
+  hit rates on a grid of ln T once and interpolate (monotone cubic Hermite; < 1e-8 apart);
+  the solver is dse.model.che.
 - Several tables sharing one cache: one characteristic time for the union of their rows,
   each row requested with probability rate_t p_i / sum(rate) and sized bytes_per_row_t
   (Che's approximation with unequal sizes: occupancy is counted in bytes).
@@ -46,6 +47,8 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
+from dse.model.che import CHUNK, che_grid, che_solve
+
 # Default Zipf exponent of embedding-row popularity, for tables that give none. A convention,
 # not a measured fit (no published exponent for Criteo or production tables was found):
 # embedding-cache work uses 1.1-1.4 -- UGache (Song et al., SOSP 2023) synthesizes its DLRM
@@ -58,11 +61,8 @@ DEFAULT_ZIPF_ALPHA = 1.1
 HEAD_EXACT = 64     # harmonic numbers: ranks summed term by term before Euler-Maclaurin
 CHE_HEAD = 64       # Che's approximation: ranks kept as single rows
 CHE_BUCKETS = 192   # ... and log-spaced buckets from CHE_HEAD to R
-_NEWTON_STEPS = 60  # safeguarded Newton in log T; converges in ~6-10
 _WATER_STEPS = 48   # bisection of the placement water level in log(rate per byte)
-_CHUNK = 1 << 22    # Che nodes evaluated at once (designs x tables x nodes), bounds memory
 _GRID_MIN_DESIGNS = 16  # more designs than this over the same tables: tabulate in ln T
-_GRID_STEP = 0.05   # ... with this step in ln T
 
 
 def _expm1_over(b: np.ndarray) -> np.ndarray:
@@ -220,121 +220,17 @@ def _che(t: _Tables, capacity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     idx = np.flatnonzero(solve)
     nodes = popularity_nodes(t.rows, t.alpha) if t.rows.shape[0] == 1 else None
     if nodes is not None and idx.size > _GRID_MIN_DESIGNS:  # same tables: tabulate once
-        hits[idx] = _che_grid(*nodes, t.share[..., None], t.size[..., None], c[idx], room[0])
+        hits[idx] = che_grid(*nodes, t.share[..., None], t.size[..., None], c[idx], room[0])
     else:
-        step = max(1, _CHUNK // (nt * (CHE_HEAD + CHE_BUCKETS)))
+        step = max(1, CHUNK // (nt * (CHE_HEAD + CHE_BUCKETS)))
         for s in range(0, idx.size, step):
             i = idx[s:s + step]
             sub = t if nodes is not None else _Tables(*(f[i] if len(f) > 1 else f for f in t))
             weight, p = nodes if nodes is not None else popularity_nodes(sub.rows, sub.alpha)
-            hits[i] = _che_solve(weight, p, sub.share[..., None], sub.size[..., None], c[i],
+            hits[i] = che_solve(weight, p, sub.share[..., None], sub.size[..., None], c[i],
                                  room[i])
     np.clip(hits, 0.0, 1.0, out=hits)
     return hits, np.clip((hits * share).sum(axis=1), 0.0, 1.0)
-
-
-def _che_solve(weight: np.ndarray, p: np.ndarray, share: np.ndarray, size: np.ndarray,
-               c: np.ndarray, room: np.ndarray) -> np.ndarray:
-    """Solve sum space (1 - e^(-q T)) = c for T by safeguarded Newton on (ln T, ln occupancy)
-    (space = weight x size bytes, q = share x p per node: [M or 1, T, K]; c, room [M]), then
-    each table's hit rate, sum weight p (1 - e^(-q T)), [M, T]."""
-    lnq, space, q_min, per_req = _che_terms(weight, p, share, size)
-    lo = np.log(c) - np.log(per_req)                   # occupancy(e^lo) <= c
-    hi = np.log(-np.log1p(-c / room)) - np.log(q_min)  # occupancy(e^hi) >= c
-    u, target = lo.copy(), np.log(c)
-    for _ in range(_NEWTON_STEPS):
-        filled, rate = _fill(lnq, u[:, None, None])
-        occ = (space * filled).sum(axis=(1, 2))
-        f = np.log(occ) - target
-        if np.all((np.abs(f) < 1e-12) | (hi - lo < 1e-13)):
-            break
-        slope = (space * rate).sum(axis=(1, 2)) / occ
-        lo, hi = np.where(f < 0, u, lo), np.where(f > 0, u, hi)
-        newton = u - f / np.maximum(slope, 1e-300)
-        u = np.where((newton > lo) & (newton < hi), newton, 0.5 * (lo + hi))
-    return (weight * p * _fill(lnq, u[:, None, None])[0]).sum(axis=2)
-
-
-def _che_terms(weight: np.ndarray, p: np.ndarray, share: np.ndarray, size: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """ln of each node's request probability (-inf: never requested), its bytes, and the
-    bracket terms: the smallest request probability and the bytes per request."""
-    q = share * p
-    with np.errstate(divide="ignore"):
-        lnq = np.where(weight > 0, np.log(q), -np.inf)
-    space = weight * size
-    q_min = np.where(np.isfinite(lnq), q, np.inf).min(axis=(-2, -1))
-    return lnq, space, q_min, (space * q).sum(axis=(-2, -1))
-
-
-def _fill(lnq: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """1 - exp(-q T) and its derivative in ln T, q T exp(-q T), at T = e^u, without
-    overflow for any q T."""
-    x = lnq + u
-    tq = np.exp(np.minimum(x, 700.0))
-    return -np.expm1(-tq), np.exp(x - tq)
-
-
-def _che_grid(weight: np.ndarray, p: np.ndarray, share: np.ndarray, size: np.ndarray,
-              c: np.ndarray, room: np.ndarray) -> np.ndarray:
-    """`_che_solve` for many capacities c [M] over the same tables ([1, T, K] nodes):
-    occupancy and hit rates tabulated on a grid of ln T with their exact derivatives, then
-    interpolated (monotone cubic Hermite) at each capacity; error < 1e-6 at the grid step.
-    The table covers every capacity from one byte to the whole of the requested rows and is
-    kept for the next call over the same tables (a study asks for the same tables batch
-    after batch): a pure function's results, memoized."""
-    u, occ, docc, hit, dhit = _che_table(weight[0], p[0], share[0], size[0], room)
-    at = _hermite(np.log(occ), u, occ / np.maximum(docc, 1e-300), np.log(c))
-    return _hermite(u, hit, dhit, at)
-
-
-_TABLES: dict[bytes, tuple[np.ndarray, ...]] = {}
-_TABLES_KEPT = 32  # distinct table sets memoized (oldest dropped first)
-
-
-def _che_table(weight: np.ndarray, p: np.ndarray, share: np.ndarray, size: np.ndarray,
-               room: np.ndarray) -> tuple[np.ndarray, ...]:
-    key = b"".join(np.ascontiguousarray(np.broadcast_to(x, weight.shape), dtype=float).tobytes()
-                   for x in (weight, p, share, size)) + np.float64(room).tobytes()
-    hit_ = _TABLES.get(key)
-    if hit_ is not None:
-        return hit_
-    lnq, space, q_min, per_req = _che_terms(weight, p, share, size)
-    lo = -np.log(per_req)  # one byte of cache
-    hi = np.log(-np.log1p(-(1.0 - 1e-12))) - np.log(q_min)  # all but 1e-12 of the rows
-    u = np.linspace(lo, hi, int(np.clip(np.ceil((hi - lo) / _GRID_STEP), 8, 8192)) + 1)
-    wp = weight * p
-    occ, docc = np.empty(u.size), np.empty(u.size)
-    hit, dhit = np.empty((u.size, wp.shape[0])), np.empty((u.size, wp.shape[0]))
-    step = max(1, _CHUNK // wp.size)
-    for g in range(0, u.size, step):  # [G, T, K] a chunk of grid points at a time
-        filled, rate = _fill(lnq, u[g:g + step, None, None])
-        occ[g:g + step], docc[g:g + step] = (space * filled).sum((1, 2)), (space * rate).sum((1, 2))
-        hit[g:g + step], dhit[g:g + step] = (wp * filled).sum(2), (wp * rate).sum(2)
-    if len(_TABLES) >= _TABLES_KEPT:
-        _TABLES.pop(next(iter(_TABLES)))
-    _TABLES[key] = (u, occ, docc, hit, dhit)
-    return _TABLES[key]
-
-
-def _hermite(x: np.ndarray, y: np.ndarray, dy: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """Cubic Hermite interpolation of increasing y(x) (x [G] increasing, y and dy [G] or
-    [G, T]) at `at` [M]; slopes limited to 3x the neighbouring secants (Fritsch-Carlson), so
-    the result is monotone. Points where x stops increasing are dropped."""
-    keep = np.concatenate([[True], np.diff(x) > 0])
-    x, y, dy = x[keep], y[keep], dy[keep]
-    shape = (-1,) + (1,) * (y.ndim - 1)
-    dx = np.diff(x).reshape(shape)
-    secant = np.maximum(np.diff(y, axis=0) / dx, 0.0)
-    pad = np.full((1, *y.shape[1:]), np.inf)
-    bound = 3.0 * np.minimum(np.concatenate([pad, secant]), np.concatenate([secant, pad]))
-    dy = np.clip(dy, 0.0, bound)
-    i = np.clip(np.searchsorted(x, at) - 1, 0, x.size - 2)
-    h = dx[i]
-    s = (np.clip(at, x[0], x[-1]) - x[i]).reshape(shape) / h
-    h00, h10 = (1 + 2 * s) * (1 - s) ** 2, s * (1 - s) ** 2
-    h01, h11 = s * s * (3 - 2 * s), s * s * (s - 1)
-    return h00 * y[i] + h10 * h * dy[i] + h01 * y[i + 1] + h11 * h * dy[i + 1]
 
 
 def lru_hit_rate(rows: ArrayLike, alpha: ArrayLike, capacity_rows: ArrayLike) -> np.ndarray:

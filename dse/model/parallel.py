@@ -38,7 +38,7 @@ import numpy as np
 from dse import phases
 from dse.model.batch import DesignBatch
 from dse.model.execution import Execution
-from dse.model.performance import A, ChipOps
+from dse.model.operators import A, ChipOps
 from dse.workloads.optable import DTYPE_BYTES, TENSOR_CLASSES, Facts, OpTable
 from dse.workloads.optable import SPLITS as TABLE_SPLITS
 

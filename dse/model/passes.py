@@ -25,8 +25,8 @@ import numpy as np
 from dse.model import reasons as codes
 from dse.model.batch import DesignBatch
 from dse.model.execution import Execution
+from dse.model.operators import ChipOps
 from dse.model.parallel import Collectives, chip_ops, collective_times
-from dse.model.performance import ChipOps
 from dse.model.placement import Footprint, Placement, place
 from dse.model.reasons import Reasons
 from dse.model.stages import Step, access, activation_bytes, fit_word, footprint, step, timed

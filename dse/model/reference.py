@@ -13,7 +13,7 @@ import numpy as np
 
 from dse.model.batch import DesignBatch
 from dse.model.kernel import DEQUANT_SLOTS, OVERLAP, TYPICAL, executed_precision
-from dse.model.performance import KV, A, ChipOps, G, OpTimes, W
+from dse.model.operators import KV, A, ChipOps, G, OpTimes, W
 from dse.model.tiling import TILE_BYTES_PER_ELEMENT
 from dse.workloads.optable import MATRIX_KINDS
 

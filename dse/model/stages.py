@@ -22,8 +22,9 @@ from dse.model.distinct import distinct_rows
 from dse.model.execution import Execution
 from dse.model.hitrate import Table, shared_lru_hit_rates, tiered_shares
 from dse.model.kernel import best_shape_rates
+from dse.model.operators import A, ChipOps, G, OpTimes, take_rows
 from dse.model.parallel import Collectives, collective_volume, resident_split
-from dse.model.performance import A, ChipOps, G, OpTimes, op_times, take_rows
+from dse.model.performance import op_times
 from dse.model.placement import WORKSPACE, Footprint, Placement, cached_level
 from dse.phases import Rates
 from dse.workloads.optable import PLACED_CLASSES, Facts, OpTable

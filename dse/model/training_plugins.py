@@ -24,8 +24,8 @@ import numpy as np
 
 from dse.model.batch import DesignBatch
 from dse.model.execution import Execution
+from dse.model.operators import ChipOps
 from dse.model.parallel import Collectives, collectives_of
-from dse.model.performance import ChipOps
 from dse.model.stages import PIPELINE, Step, spent
 from dse.spec.workload import Scenario, Training, TransformerSpec, parameter_counts
 from dse.workloads.common import PRECISIONS

@@ -15,13 +15,8 @@ import pytest
 from conftest import op_times_calls, without_engine_limits
 
 import dse
-from dse.model.performance import (
-    KV,
-    G,
-    OpTimes,
-    W,
-    op_times,
-)
+from dse.model.operators import KV, G, OpTimes, W
+from dse.model.performance import op_times
 from dse.model.reference import reference_op_times
 
 EVALUATE = importlib.import_module("dse.model.evaluate")

@@ -445,7 +445,7 @@ class RecScenario(Scenario):
     sharding: Literal["auto", "row", "column"] = "auto"
     """Several chips: how a table heavier than a chip's share is cut (auto: column-wise
     where each piece keeps whole 64-byte accesses per row, else row-wise; see
-    dse.workloads.recommender.plan_groups)."""
+    dse.workloads.sharding.plan_groups)."""
 
     @model_validator(mode="after")
     def _phase(self) -> RecScenario:

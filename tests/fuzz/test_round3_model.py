@@ -125,7 +125,7 @@ def test_roofline_of_dlrm_on_1024_chips(tmp_path):
 
 
 def test_row_wise_pieces_hold_at_least_one_row():
-    from dse.workloads.recommender import plan_groups
+    from dse.workloads.sharding import plan_groups
 
     wl = api.load_workload("dlrm-dcnv2")
     for chips in (1024, 4096, 2**20):
@@ -141,7 +141,7 @@ def test_row_wise_pieces_hold_at_least_one_row():
 
 def _greedy_one_by_one(spec, chips: int, eb: float, sharding: str) -> list[list[tuple]]:
     """The planner's rule placed one piece at a time (the definition plan_groups follows)."""
-    from dse.workloads.recommender import _pieces
+    from dse.workloads.sharding import _pieces
 
     plan: list[list[tuple]] = [[] for _ in range(chips)]
     load, stored = [0.0] * chips, [0.0] * chips
@@ -159,7 +159,7 @@ def test_grouped_planner_places_as_one_by_one():
     multiset of chip contents as placing every piece on its own."""
     from types import SimpleNamespace
 
-    from dse.workloads.recommender import plan_shards
+    from dse.workloads.sharding import plan_shards
 
     rng = random.Random(7)
     for _ in range(300):
@@ -385,7 +385,7 @@ def test_planner_with_pieces_too_small_to_change_a_load():
     still places every piece, once, on a partition of the chips."""
     from types import SimpleNamespace
 
-    from dse.workloads.recommender import critical_chip, plan_groups
+    from dse.workloads.sharding import critical_chip, plan_groups
 
     specs = [
         [SimpleNamespace(name="a", count=3, rows=2**53, dim=2**20, lookups=1e20),

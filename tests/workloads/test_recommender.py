@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 import dse
 from dse.cli import app
 from dse.workloads import lower, resolve_scenario
-from dse.workloads.recommender import PLANNER_GRANULARITY, dense_parameters, row_bytes
+from dse.workloads.recommender import dense_parameters
+from dse.workloads.sharding import PLANNER_GRANULARITY, row_bytes
 
 
 def _eval(hw: str, wl: str, **kw):
@@ -137,7 +138,7 @@ def test_bad_recommender_files_name_file_line_and_key(tmp_path: Path, body: str,
 def test_sharding_plan_conserves_bytes_and_lookups(sharding: str) -> None:
     """Every piece together holds each table's rows x columns once and serves each of its
     lookups x columns once, whichever way the heavy tables are cut."""
-    from dse.workloads.recommender import plan_shards
+    from dse.workloads.sharding import plan_shards
 
     wl = dse.load_workload("dlrm-dcnv2")
     for chips in (2, 3, 8, 16):

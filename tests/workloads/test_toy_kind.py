@@ -21,8 +21,8 @@ from dse.contracts import kind_problems
 from dse.spec.load import load_hardware, load_workload
 from dse.spec.workload import Scenario, WorkloadFile
 from dse.workloads import WorkloadKind, register_kind, unregister_kind
+from dse.workloads.common import DEFAULT, Counting
 from dse.workloads.optable import DTYPE_BYTES, Facts, OpRow, OpTable
-from dse.workloads.transformer import DEFAULT, Counting
 
 
 class MlpSpec(WorkloadFile):

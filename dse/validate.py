@@ -23,15 +23,10 @@ from dse import phases
 from dse.errors import DseError
 from dse.model import design_batch, evaluate
 from dse.spec import scenario_fields
-from dse.spec.load import (
-    library_dir,
-    library_names,
-    load_design,
-    load_workload,
-    looks_like_path,
-)
+from dse.spec.library import library_dir, library_names, looks_like_path
+from dse.spec.load import load_design, load_workload
+from dse.spec.textfile import read_bytes
 from dse.spec.workload import WorkloadSpec, is_gemm_name
-from dse.spec.yamlpos import read_bytes
 from dse.workloads import resolve_scenario
 
 # The columns of a measurements CSV, in the order the shipped files write them. Its

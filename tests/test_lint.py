@@ -119,11 +119,6 @@ SIZE_ALLOWANCES = {
     "dse/search/space.py": _TO_SPLIT,
     "dse/search/space.py:load_study": _TO_SPLIT,
     "dse/search/space.py:_alternative": _TO_SPLIT,
-    "dse/spec/hardware.py": _TO_SPLIT,
-    "dse/spec/load.py": _TO_SPLIT,
-    "dse/spec/vocabulary.py": _TO_SPLIT,
-    "dse/spec/workload.py": _TO_SPLIT,
-    "dse/spec/yamlpos.py": _TO_SPLIT,
     "dse/validate.py": _TO_SPLIT,
 }
 

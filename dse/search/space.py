@@ -430,7 +430,7 @@ def _hardware(ref: str, near: Path) -> tuple[HardwareSpec, TechSpec | None, str 
 
 def load_study(path: str | Path) -> Study:
     """Read, validate and resolve a study file (a path, or a shipped study's name)."""
-    from dse.spec.load import resolve
+    from dse.spec.library import resolve
 
     file = resolve(path, "study")
     data = read_yaml(file, display=str(file))

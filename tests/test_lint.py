@@ -112,13 +112,6 @@ SIZE_ALLOWANCES = {
     "dse/report/roofline_plot.py:draw": _TO_SPLIT,
     "dse/report/study_summary.py": _TO_SPLIT,
     "dse/report/validation_view.py:draw": _TO_SPLIT,
-    "dse/search/objective.py:evaluate_designs": _TO_SPLIT,
-    "dse/search/outputs.py": _TO_SPLIT,
-    "dse/search/robustness.py": _TO_SPLIT,
-    "dse/search/robustness.py:findings": _TO_SPLIT,
-    "dse/search/space.py": _TO_SPLIT,
-    "dse/search/space.py:load_study": _TO_SPLIT,
-    "dse/search/space.py:_alternative": _TO_SPLIT,
     "dse/validate.py": _TO_SPLIT,
 }
 

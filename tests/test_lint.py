@@ -106,12 +106,6 @@ SIZE_ALLOWANCES = {
     "dse/cli_memory.py:memory": _TO_SPLIT,
     "dse/cli_study.py:study": _TO_SPLIT,
     "dse/dashboard.py": _TO_SPLIT,
-    "dse/report/figure.py": _TO_SPLIT,
-    "dse/report/hardware_view.py:hardware_tables": _TO_SPLIT,
-    "dse/report/pareto_plot.py": _TO_SPLIT,
-    "dse/report/roofline_plot.py:draw": _TO_SPLIT,
-    "dse/report/study_summary.py": _TO_SPLIT,
-    "dse/report/validation_view.py:draw": _TO_SPLIT,
     "dse/validate.py": _TO_SPLIT,
 }
 

@@ -16,14 +16,9 @@ from optuna.trial import FrozenTrial
 
 from dse.model import evaluate
 from dse.report import pareto_plot as pp
-from dse.report.study_summary import (
-    Facts,
-    best_rows,
-    bound_shares,
-    console_lines,
-    robustness_console,
-    summary_markdown,
-)
+from dse.report.robustness_text import robustness_console
+from dse.report.study_facts import Facts, best_rows, bound_shares
+from dse.report.study_summary import console_lines, summary_markdown
 from dse.report.verdict import verdict
 from dse.search import atomic, conclusions, outputs, robustness, run_record
 from dse.search.objective import baseline_of

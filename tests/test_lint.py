@@ -103,8 +103,6 @@ SIZE_ALLOWANCES = {
     "dse/workloads/recommender.py:lower": _PENDING,
     "dse/workloads/transformer.py": _PENDING,
     "dse/cli.py": _TO_SPLIT,
-    "dse/dashboard.py": _TO_SPLIT,
-    "dse/validate.py": _TO_SPLIT,
 }
 
 

@@ -349,7 +349,7 @@ def list_specs(
     kind: Annotated[str, typer.Argument(help="hardware, workload or study")] = "hardware",
 ) -> None:
     """List the shipped specs of a kind; workloads with their scenarios, one a line."""
-    from dse.spec.library import LIBRARY_FOLDERS, library_names
+    from dse.spec.load import LIBRARY_FOLDERS, library_names
 
     kinds = [k for k in LIBRARY_FOLDERS if k != "validation"]
     if kind not in kinds:

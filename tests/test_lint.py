@@ -4,7 +4,8 @@ import-linter keeps the layer order of DESIGN.md (cli -> command modules -> repo
 -> search -> model -> workloads -> spec -> units, errors) with every module in a layer, no
 import cycle, workload kinds independent of each other and a model core that imports no I/O,
 plotting or CLI library (contracts in pyproject.toml); mypy keeps the package type-clean,
-strict on the model core ([tool.mypy] in pyproject.toml)."""
+strict on the model core ([tool.mypy] in pyproject.toml); and every module stays within 400
+lines and every function within 80, but for the allowances of SIZE_ALLOWANCES."""
 
 import ast
 import subprocess

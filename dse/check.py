@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from dse.errors import DseError, Issue, SpecError
 from dse.model.area import area
 from dse.model.batch import design_batch
+from dse.spec.inherit import read_resolved
 from dse.spec.load import (
     check_lengths_file,
     detect_kind,
@@ -21,7 +22,6 @@ from dse.spec.load import (
     load_design,
     load_technology,
     load_workload,
-    read_resolved,
     read_yaml,
 )
 

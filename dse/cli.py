@@ -8,25 +8,27 @@ a short message and exit 1 (set DSE_DEBUG=1 for the traceback).
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 import yaml
 
 import dse
+from dse.cli_area import area
 from dse.cli_dashboard import dashboard
 from dse.cli_errors import DseGroup, err, user_errors
 from dse.cli_memory import memory
+from dse.cli_options import Format
 from dse.cli_options import batch_words as _batch_words
 from dse.cli_options import int_list as _int_list
 from dse.cli_options import set_values as _overrides
 from dse.cli_options import whole as _whole
 from dse.cli_plot import PHASE_HELP, plot_app
 from dse.cli_study import study
+from dse.cli_validate import validate
 from dse.errors import DseError, one_line
 from dse.spec.scenario_fields import FIELDS
 
@@ -46,12 +48,6 @@ app = typer.Typer(
 KV_HELP = "KV-cache data type when it differs from --precision: fp32, bf16, fp16, fp8, int8, int4."
 LATENCY_HELP = ("With --batch best: the longest time per output token (serve) or per batch "
                 "(inference), e.g. '50 ms'.")
-
-
-class Format(StrEnum):
-    table = "table"
-    yaml = "yaml"
-    json = "json"
 
 
 def _version(value: bool) -> None:
@@ -343,120 +339,8 @@ def eval_(
         raise typer.Exit(3)
 
 
-T = TypeVar("T")
-
-
-def _with_progress(label: str, work: Callable[[Callable[[int, int], None] | None], T]) -> T:
-    """work(report): with a transient progress bar on stderr when it is a terminal (report
-    gets done and total), else with no report."""
-    if not sys.stderr.isatty():
-        return work(None)
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), transient=True,
-                  console=Console(stderr=True)) as bar:
-        task = bar.add_task(label, total=None)
-        return work(lambda done, total: bar.update(task, completed=done, total=total))
-
-
-@app.command()
-@user_errors
-def validate(
-    measurements: Annotated[list[Path] | None, typer.Option(
-        help="Measurement CSV; repeat for several (default: the shipped copies of "
-             "shared/validation, measurements.csv and gemm-calibration.csv).")] = None,
-    fmt: Annotated[Format, typer.Option("--format", "-f", help="table or json.")]
-    = Format.table,
-    plot: Annotated[Path | None, typer.Option(help="Write predicted vs measured (log axes, "
-                                                   "+-20% band) to this image file.")] = None,
-) -> None:
-    """Run every measured case through the model: predicted vs measured, relative error per
-    row, and median / p90 / max of |error| per phase. Exit 0 whatever the errors."""
-    from dse import validate as val
-    from dse.report import validation_view as view
-
-    if fmt is Format.yaml:
-        raise DseError("--format: expected table or json")
-    rows, invalid = view.screen(_with_progress(
-        "validate", lambda report: val.run(measurements or None, progress=report)))
-    doc = view.validation_document(rows, val.summary(rows), invalid, val.hardware_facts(rows))
-    if plot is not None:
-        view.draw(view.plot_data(rows), plot)
-    if fmt is Format.json:
-        from dse.report import jsonout
-
-        typer.echo(jsonout.dumps(doc))
-    else:
-        from rich.console import Console
-
-        Console(width=max(160, Console().width)).print(view.validation_tables(doc))
-        if plot is not None:
-            typer.echo(f"plot written to {plot}")
-
-
-@app.command()
-@user_errors
-def area(
-    hardware: Annotated[list[str], typer.Argument(help="Shipped chip names or paths.")],
-    fmt: Annotated[Format, typer.Option("--format", "-f", help="table or json.")]
-    = Format.table,
-    plot: Annotated[Path | None, typer.Option(help="Write a stacked bar of the breakdowns "
-                                                   "(chips side by side) to this image.")]
-    = None,
-    reticle: Annotated[bool, typer.Option(help="Treat a die above the reticle, HBM stacks "
-                                               "beyond their die edges or an interposer "
-                                               "beyond its packaging as infeasible.")] = False,
-    cost: Annotated[bool, typer.Option("--cost", help="Also the cost to make one chip: "
-                                       "good dies (wafer price, dies per wafer, yield with "
-                                       "harvesting), memory, package, assembly.")] = False,
-    sets: Annotated[list[str] | None, typer.Option(
-        "--set", help="Override a hardware field of every chip: dotted.path=value (with "
-                      "units), one value; repeatable. Takes the package and spares "
-                      "assumptions too (technology.package.hbm_edges=4, "
-                      "technology.spares=none).")] = None,
-) -> None:
-    """Die area from the process-node constants: breakdown by component, the die edge the
-    off-chip interfaces need, the package geometry, and the error against the published
-    area; with --cost, the cost to make one chip from the same area."""
-    from dse.model.area import area as die_area
-    from dse.model.batch import design_batch
-    from dse.model.cost import cost as chip_cost
-    from dse.report import area_view
-    from dse.spec.load import hardware_with_technology
-
-    if fmt is Format.yaml:
-        raise DseError("--format: expected table or json")
-    if plot is not None:  # a bad --plot before any work, as every other --plot and --out
-        from dse.report.figure import image_format
-
-        image_format(plot, "--plot")
-    overrides = {}
-    for path, values in _overrides(sets).items():
-        if len(values) != 1:
-            raise DseError(f"--set {path}: dse area shows one design per chip; give one value")
-        overrides[path] = values[0]
-    docs = []
-    for ref in hardware:
-        spec, tech = hardware_with_technology(ref)
-        db = design_batch(spec, overrides or None)
-        res = die_area(db, tech, reticle=reticle, package=reticle)
-        doc = area_view.area_document(res)
-        if cost:
-            doc["cost"] = area_view.cost_document(chip_cost(db, tech, res))
-        docs.append(doc)
-    if plot is not None:
-        area_view.draw(docs, plot)
-    if fmt is Format.json:
-        from dse.report import jsonout
-
-        typer.echo(jsonout.dumps(docs[0] if len(docs) == 1 else docs))
-    else:
-        from rich.console import Console
-
-        Console(width=max(100, Console().width)).print(area_view.area_tables(docs))
-        if plot is not None:
-            typer.echo(f"plot written to {plot}")
+app.command(name="validate")(user_errors(validate))
+app.command(name="area")(user_errors(area))
 
 
 @app.command(name="list")

@@ -1,4 +1,4 @@
-"""`dse dashboard`: a study's Optuna storage in optuna-dashboard (dse/dashboard.py)."""
+"""`dse dashboard`: a study's Optuna storage in optuna-dashboard (dse.dashboard)."""
 
 from __future__ import annotations
 

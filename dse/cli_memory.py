@@ -112,11 +112,7 @@ def memory(
     the strategies that fit by predicted step time.
 
     Exit codes: 0 it fits; 3 it does not (printed in full first); 2 bad input."""
-    from dse.model import memory_plan as mp
-    from dse.model import memory_suggest
-    from dse.model.batch import design_batch
     from dse.report import memory_view as view
-    from dse.spec.load import load_design, load_workload
 
     if fmt not in FORMATS:
         raise DseError(f"--format: expected table or json, found '{fmt}'")
@@ -129,14 +125,37 @@ def memory(
              "optimizer": _choice(optimizer, "--optimizer"),
              "schedule": _choice(schedule, "--schedule"),
              "virtual_stages": _whole(virtual_stages, "--virtual-stages"), "offload": offload}
-    b, s = _whole(batch, "--batch"), _whole(seq_in, "--seq-in")
-    overrides = _hardware_overrides(sets)
+    scenario_fields = {"phase": phase, "batch": _whole(batch, "--batch"),
+                       "seq_in": _whole(seq_in, "--seq-in"), "precision": precision}
+    doc = _plan(hardware, workload, scenario, scenario_fields, _hardware_overrides(sets),
+                (n_chips, tp_, pp_), given, offload_params, suggest)
+    if fmt == "json":
+        typer.echo(view.json_text(doc))
+    else:
+        from rich.console import Console
 
+        Console(width=max(150, Console().width)).print(view.memory_tables(doc, n_top))
+    if not doc["fits"]:
+        raise typer.Exit(3)
+
+
+def _plan(hardware: str, workload: str, scenario: str | None, fields: dict,
+          overrides: dict, split: tuple[int, int, int], given: dict, offload_params: bool,
+          suggest: bool) -> dict:
+    """The memory document of `dse memory`: the training scenario (`fields`: its phase,
+    batch, seq_in and precision as given) on `split` = (chips, tp, pp), with the setup
+    `given` (fields left None are chosen), and the strategies that fit when `suggest`."""
+    from dse.model import memory_plan as mp
+    from dse.model import memory_suggest
+    from dse.model.batch import design_batch
+    from dse.report import memory_view as view
+    from dse.spec.load import load_design, load_workload
+
+    n_chips, tp_, pp_ = split
     wl = load_workload(workload)
     spec, tech, _ = load_design(hardware)
     db = design_batch(spec, overrides)
-    name, sc, notes = mp.training_scenario(wl, scenario, phase=phase, batch=b, seq_in=s,
-                                           precision=precision, chips=n_chips)
+    name, sc, notes = mp.training_scenario(wl, scenario, **fields, chips=n_chips)
     if wl.kind != "transformer":
         used = ["--" + k.replace("_", "-") for k, v in given.items() if v is not None]
         used += ["--offload-params"] * offload_params + ["--suggest"] * suggest
@@ -153,14 +172,6 @@ def memory(
     for warning in ev.warnings:
         typer.echo(f"warning: {warning}", err=True)
     breakdown = mp.breakdown(ev, db)
-    suggested = memory_suggest.suggest(db, wl, name, sc, n_chips, tech, offload_params) if suggest \
-        else None
-    doc = view.memory_document(breakdown, notes, suggested)
-    if fmt == "json":
-        typer.echo(view.json_text(doc))
-    else:
-        from rich.console import Console
-
-        Console(width=max(150, Console().width)).print(view.memory_tables(doc, n_top))
-    if not doc["fits"]:
-        raise typer.Exit(3)
+    suggested = memory_suggest.suggest(db, wl, name, sc, n_chips, tech, offload_params) \
+        if suggest else None
+    return view.memory_document(breakdown, notes, suggested)

@@ -1,8 +1,11 @@
 """Parsing of the command-line options that several commands share (dse.cli, cli_memory,
-cli_plot): comma-separated whole numbers, the words a batch accepts, --set overrides. Below
+cli_plot): comma-separated whole numbers, the words a batch accepts, --set overrides, the
+output formats. Below
 the command modules, so that none of them imports dse.cli (the layers of pyproject.toml)."""
 
 from __future__ import annotations
+
+from enum import StrEnum
 
 from dse.errors import DseError
 
@@ -61,3 +64,11 @@ def batch_words() -> tuple[str, ...]:
     annotation = Scenario.model_fields["batch"].annotation
     return tuple(w for a in get_args(annotation) if get_origin(a) is Literal
                  for w in get_args(a))
+
+
+class Format(StrEnum):
+    """The --format of the commands that print a document: tables, YAML or JSON."""
+
+    table = "table"
+    yaml = "yaml"
+    json = "json"

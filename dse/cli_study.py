@@ -96,7 +96,32 @@ def study(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("optuna").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    _check_options(trials, workers, batch, seed, storage)
+    st = load_study(file)
+    from dse.check import study_budgets
 
+    # a budget no design meets is refused here (exit 2) rather than after every trial;
+    # one the base chip alone breaks is a warning
+    study_budgets(st, lambda w: typer.echo(f"warning: {w}", err=True), power=False)
+    opts = runner.Options(trials=trials, out=out, storage=storage, workers=workers, seed=seed,
+                          batch=batch, sampler=sampler)
+    name = sampler or st.spec.search.sampler
+    _check_sampler(name, scheduler, workers)
+    folder = runner.out_dir(st, opts)
+    if folder.exists() and not folder.is_dir():
+        raise DseError(f"--out {folder}: exists and is not a folder")
+    with _one_command(st, opts):  # a second command on this journal is refused
+        if not overwrite:
+            _one_study_per_folder(folder, st.spec.name)
+        if name == "grid":
+            _run_grid(st, opts, folder, quiet, alternatives, scheduler)
+        else:
+            _run_sampled(st, opts, name, folder, quiet, alternatives)
+
+
+def _check_options(trials: int | None, workers: int, batch: int | None, seed: int | None,
+                   storage: str | None) -> None:
+    """DseError naming the option whose value `dse study` cannot run with."""
     for name, v in (("--trials", trials), ("--workers", workers), ("--batch", batch)):
         if v is not None and v < 1:
             raise DseError(f"{name}: expected a whole number >= 1, found {v}")
@@ -110,15 +135,10 @@ def study(
                        "machines, run the command on each with a shared --storage")
     if storage is not None and in_memory_database(storage):
         raise DseError(f"--storage {storage}: {IN_MEMORY}")  # sqlite: no password
-    st = load_study(file)
-    from dse.check import study_budgets
 
-    # a budget no design meets is refused here (exit 2) rather than after every trial;
-    # one the base chip alone breaks is a warning
-    study_budgets(st, lambda w: typer.echo(f"warning: {w}", err=True), power=False)
-    opts = runner.Options(trials=trials, out=out, storage=storage, workers=workers, seed=seed,
-                          batch=batch, sampler=sampler)
-    name = sampler or st.spec.search.sampler
+
+def _check_sampler(name: str, scheduler: str | None, workers: int) -> None:
+    """DseError for an unknown sampler, or a --scheduler that does not go with it."""
     if name not in ("nsga2", "tpe", "random", "gp", "grid"):
         raise DseError(f"--sampler: expected nsga2, tpe, random, gp or grid, found '{name}'")
     if scheduler is not None and name != "grid":
@@ -128,63 +148,65 @@ def study(
     if scheduler is not None and workers > 1:
         raise DseError(f"--scheduler {scheduler}: the grid runs on that cluster's workers; "
                        "drop --workers (it starts processes on this machine)")
-    folder = runner.out_dir(st, opts)
-    if folder.exists() and not folder.is_dir():
-        raise DseError(f"--out {folder}: exists and is not a folder")
-    with _one_command(st, opts):  # a second command on this journal is refused
-        if not overwrite:
-            _one_study_per_folder(folder, st.spec.name)
-        if name == "grid":
-            from dse.report.study_outputs import write_grid
-            from dse.search.grid import check_grid_size, grid_cluster
 
-            if storage is not None:
-                raise DseError("--sampler grid: the grid's designs are evaluated without a "
-                               "storage; drop --storage (--workers N or --scheduler "
-                               "tcp://host:port spread the grid over processes)")
-            check_grid_size(st)  # before any worker starts
-            with grid_cluster(workers, scheduler) as cluster:
-                alts = _alternatives(st, opts, name, folder, quiet, alternatives, cluster)
-                with _writing(folder):
-                    report = write_grid(st, folder, quiet=quiet, alternatives=alts,
-                                        cluster=cluster)
-                for w in cluster.warnings() if cluster is not None else ():
-                    typer.echo(f"warning: {w}", err=True)
-            _told(report)
-            return
-        target = trials or st.spec.search.trials
-        report, bar = _reporter(not quiet, target)
-        started = time.perf_counter()
-        stopped = False
+
+def _run_grid(st, opts, folder: Path, quiet: bool, alternatives: bool,
+              scheduler: str | None) -> None:
+    """Evaluate the study's grid (and its alternatives') on this machine's workers or a
+    Dask cluster, then write the outputs."""
+    from dse.report.study_outputs import write_grid
+    from dse.search.grid import check_grid_size, grid_cluster
+
+    if opts.storage is not None:
+        raise DseError("--sampler grid: the grid's designs are evaluated without a "
+                       "storage; drop --storage (--workers N or --scheduler "
+                       "tcp://host:port spread the grid over processes)")
+    check_grid_size(st)  # before any worker starts
+    with grid_cluster(opts.workers, scheduler) as cluster:
+        alts = _alternatives(st, opts, "grid", folder, quiet, alternatives, cluster)
+        with _writing(folder):
+            report = write_grid(st, folder, quiet=quiet, alternatives=alts, cluster=cluster)
+        for w in cluster.warnings() if cluster is not None else ():
+            typer.echo(f"warning: {w}", err=True)
+    _told(report)
+
+
+def _run_sampled(st, opts, name: str, folder: Path, quiet: bool, alternatives: bool) -> None:
+    """Run the sampler `name` to the trials wanted (then the alternatives) and write the
+    outputs; Ctrl-C or SIGTERM stops it with every finished trial kept (exit 130)."""
+    from dse.report.study_outputs import write_all
+    from dse.search import run as runner
+
+    report, bar = _reporter(not quiet, opts.trials or st.spec.search.trials)
+    started = time.perf_counter()
+    stopped = False
+    try:
+        prog = runner.run(st, opts, _checked(report))
+        stopped = _lost_signal()  # one that arrived in the last batch
+    except KeyboardInterrupt:
+        _acted_on_signals()
+        stopped = True
+        prog = None
+    finally:
+        if bar is not None:
+            bar.stop()
+    wall = time.perf_counter() - started
+    alts = None
+    if not stopped:
         try:
-            prog = runner.run(st, opts, _checked(report))
-            stopped = _lost_signal()  # one that arrived in the last batch
+            alts = _alternatives(st, opts, name, folder, quiet, alternatives)
         except KeyboardInterrupt:
             _acted_on_signals()
             stopped = True
-            prog = None
-        finally:
-            if bar is not None:
-                bar.stop()
-        wall = time.perf_counter() - started
-        from dse.report.study_outputs import write_all
-
-        alts = None
-        if not stopped:
-            try:
-                alts = _alternatives(st, opts, name, folder, quiet, alternatives)
-            except KeyboardInterrupt:
-                _acted_on_signals()
-                stopped = True
-        with _writing(folder):
-            report = write_all(st, opts, name, wall, prog, alternatives=alts)
-        if stopped:
-            for line in report.lines:
-                typer.echo(line)
-            typer.echo("stopped by Ctrl-C (or SIGTERM): every finished trial is kept; run "
-                       "the same command to resume", err=True)
-            raise typer.Exit(130)
-        _told(report)
+    with _writing(folder):
+        written = write_all(st, opts, name, wall, prog, alternatives=alts)
+    if stopped:
+        for line in written.lines:
+            typer.echo(line)
+        typer.echo("stopped by Ctrl-C (or SIGTERM): every finished trial is kept; run "
+                   "the same command to resume", err=True)
+        raise typer.Exit(130)
+    _told(written)
 
 
 @contextlib.contextmanager

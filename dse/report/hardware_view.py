@@ -70,7 +70,6 @@ def _rate(value: float | None, precision: str) -> str:
 def hardware_tables(spec: HardwareSpec) -> Group:
     """Everything `dse show` prints in table form."""
     d = derived_figures(spec)
-    c = spec.compute
     head = Text()
     head.append(spec.name, style="bold")
     if spec.vendor:
@@ -80,7 +79,39 @@ def hardware_tables(spec: HardwareSpec) -> Group:
     if spec.description:
         head.append(f"\n{spec.description}")
     head.append(f"\nsource: {spec.source}", style="dim")
+    ridge = Table(title="Ridge points (FLOP per byte at which compute and the level balance)",
+                  title_justify="left")
+    ridge.add_column("level")
+    precisions = list(d["peak_flop_per_s"])
+    for p in precisions:
+        ridge.add_column(p, justify="right")
+    for dl in d["levels"]:
+        ridge.add_row(dl["name"], *(f"{dl['ridge_flop_per_byte'][p]:.3g}" for p in precisions))
+    parts: list[Any] = [head, _compute_table(spec, d), _memory_table(spec, d), ridge]
+    if spec.interconnect is not None:
+        parts.append(Text("Interconnect\n", style="italic").append(
+            "\n".join(_interconnect_lines(spec)) or "none"))
+    parts.append(fixed_costs_text(spec))
+    facts = []
+    if spec.technology:
+        t = spec.technology
+        facts.append(f"node {t.node}")
+        if t.die_area:
+            facts.append(f"die area {_q(t.die_area, units.AREA)}"
+                         + (f" over {t.dies} dies" if t.dies > 1 else ""))
+        if t.transistors:
+            facts.append(f"{t.transistors / 1e9:.4g}e9 transistors")
+    if spec.tdp:
+        facts.append(f"TDP {_q(spec.tdp, units.POWER)}")
+    if facts:
+        parts.append(Text("Technology\n", style="italic").append(", ".join(facts)))
+    return Group(*parts)
 
+
+def _compute_table(spec: HardwareSpec, d: dict[str, Any]) -> Table:
+    """The compute table of `dse show`: dense peaks per precision, with the units, clock,
+    matrix tile, registers and per-operator overhead as its caption."""
+    c = spec.compute
     compute = Table(title="Compute (dense peaks)", title_justify="left")
     compute.add_column("precision")
     compute.add_column("matrix", justify="right")
@@ -102,7 +133,12 @@ def hardware_tables(spec: HardwareSpec) -> Group:
     compute.caption = (f"{c.units} {c.unit_name}{'s' if c.units != 1 else ''}{clock}{tile}"
                        f"{regs}{overhead}")
     compute.caption_justify = "left"
+    return compute
 
+
+def _memory_table(spec: HardwareSpec, d: dict[str, Any]) -> Table:
+    """The memory table of `dse show`: each level's chip totals, innermost first."""
+    c = spec.compute
     memory = Table(title="Memory hierarchy (innermost first, chip totals)", title_justify="left")
     for col in ("level", "kind", "capacity", "bandwidth", "achieved", "latency", "detail"):
         memory.add_column(col, justify="right" if col in ("capacity", "bandwidth", "achieved",
@@ -125,53 +161,33 @@ def hardware_tables(spec: HardwareSpec) -> Group:
                        _q(dl["bandwidth_bytes_per_s"], units.BANDWIDTH),
                        f"{level.achievable.fraction:.3f}" if level.achievable else "-",
                        _q(level.latency, units.TIME), ", ".join(detail))
+    return memory
 
-    ridge = Table(title="Ridge points (FLOP per byte at which compute and the level balance)",
-                  title_justify="left")
-    ridge.add_column("level")
-    precisions = list(d["peak_flop_per_s"])
-    for p in precisions:
-        ridge.add_column(p, justify="right")
-    for dl in d["levels"]:
-        ridge.add_row(dl["name"], *(f"{dl['ridge_flop_per_byte'][p]:.3g}" for p in precisions))
 
-    parts: list[Any] = [head, compute, memory, ridge]
+def _interconnect_lines(spec: HardwareSpec) -> list[str]:
+    """The interconnect of `dse show` in words: the chip-to-chip links, the scale-out
+    network and the host link, one line each."""
     ic = spec.interconnect
-    if ic is not None:
-        lines = []
-        if ic.links:
-            lines.append(f"{ic.name or 'chip-to-chip'}: {ic.links} links x "
-                         f"{_q(ic.link_bandwidth, units.BANDWIDTH)} = "
-                         f"{_q(ic.chip_bandwidth, units.BANDWIDTH)} per direction, "
-                         f"{ic.topology}, {ic.chips_per_node} chips per node"
-                         + f", latency {_fixed(spec, 'interconnect.latency', ic.latency)}"
-                         " per hop, "
-                         + _fixed(spec, "interconnect.collective_overhead",
-                                  ic.collective_overhead) + " per collective"
-                         + (f", achieved fraction {ic.achievable.fraction:.2f}"
-                            if ic.achievable else ""))
-        if ic.scale_out_bandwidth:
-            lines.append(f"scale-out: {_q(ic.scale_out_bandwidth, units.BANDWIDTH)} per chip "
-                         "per direction")
-        if ic.host_link:
-            lines.append(f"host link: {ic.host_link.name or ''} "
-                         f"{_q(ic.host_link.bandwidth, units.BANDWIDTH)} per direction".strip())
-        parts.append(Text("Interconnect\n", style="italic").append("\n".join(lines) or "none"))
-    parts.append(fixed_costs_text(spec))
-    facts = []
-    if spec.technology:
-        t = spec.technology
-        facts.append(f"node {t.node}")
-        if t.die_area:
-            facts.append(f"die area {_q(t.die_area, units.AREA)}"
-                         + (f" over {t.dies} dies" if t.dies > 1 else ""))
-        if t.transistors:
-            facts.append(f"{t.transistors / 1e9:.4g}e9 transistors")
-    if spec.tdp:
-        facts.append(f"TDP {_q(spec.tdp, units.POWER)}")
-    if facts:
-        parts.append(Text("Technology\n", style="italic").append(", ".join(facts)))
-    return Group(*parts)
+    assert ic is not None
+    lines = []
+    if ic.links:
+        lines.append(f"{ic.name or 'chip-to-chip'}: {ic.links} links x "
+                     f"{_q(ic.link_bandwidth, units.BANDWIDTH)} = "
+                     f"{_q(ic.chip_bandwidth, units.BANDWIDTH)} per direction, "
+                     f"{ic.topology}, {ic.chips_per_node} chips per node"
+                     + f", latency {_fixed(spec, 'interconnect.latency', ic.latency)}"
+                     " per hop, "
+                     + _fixed(spec, "interconnect.collective_overhead",
+                              ic.collective_overhead) + " per collective"
+                     + (f", achieved fraction {ic.achievable.fraction:.2f}"
+                        if ic.achievable else ""))
+    if ic.scale_out_bandwidth:
+        lines.append(f"scale-out: {_q(ic.scale_out_bandwidth, units.BANDWIDTH)} per chip "
+                     "per direction")
+    if ic.host_link:
+        lines.append(f"host link: {ic.host_link.name or ''} "
+                     f"{_q(ic.host_link.bandwidth, units.BANDWIDTH)} per direction".strip())
+    return lines
 
 
 def vocabulary_rows(spec: HardwareSpec, every: bool = False) -> list[dict[str, Any]]:

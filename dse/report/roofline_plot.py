@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -264,16 +265,8 @@ def draw(data: RooflineData, path: Path) -> Path:
     """Log-log roofline: bandwidth roofs (coloured by level), compute roofs (black, one per
     precision group), ridge points at `data.precision`, operators coloured by their bound
     with the longest labelled; written to `path` (PNG, SVG or PDF by extension)."""
-    from dse.report.figure import (
-        boxes_of,
-        image_format,
-        label_markers,
-        line_boxes,
-        log_axis,
-        pyplot,
-        save,
-        spread,
-    )
+    from dse.report.figure import image_format, log_axis, pyplot, save
+    from dse.report.label_placement import boxes_of, label_markers, line_boxes
 
     image_format(path)
     plt = pyplot()
@@ -317,30 +310,7 @@ def draw(data: RooflineData, path: Path) -> Path:
     ax.grid(True, which="major", color="0.92", lw=0.6, zorder=0)
     fig.tight_layout()
 
-    # roof labels, kept apart: compute roofs outside the right edge at their height (1-D
-    # repel in log10 of y), bandwidth roofs along their line near where it enters the axes
-    frame = ax.get_window_extent()
-    gap = np.log10(y_hi / y_lo) * 13.0 / frame.height  # one 8-pt line in log10 units of y
-    ys = spread([np.log10(c.rate) for c in data.compute], gap)
-    texts = [ax.text(1.01, 10 ** y, c.label, transform=ax.get_yaxis_transform(),
-                     ha="left", va="center", fontsize=8, clip_on=False)
-             for c, y in zip(data.compute, ys, strict=True)]
-    to_px = ax.transData.transform
-    along = 1.0
-    last = None
-    for m in sorted(data.memory, key=lambda m: -m.bandwidth):
-        x0 = max(x_lo, y_lo / m.bandwidth) * 1.4
-        if last is not None and last / m.bandwidth < 2.0:  # lines close: stagger along x
-            along *= 4.0
-        else:
-            along = 1.0
-        last = m.bandwidth
-        x0 *= along
-        (ax_, ay_), (bx, by) = to_px([(x0, x0 * m.bandwidth), (x0 * 10, x0 * 10 * m.bandwidth)])
-        angle = float(np.degrees(np.arctan2(by - ay_, bx - ax_)))
-        texts.append(ax.text(x0, x0 * m.bandwidth * 1.12, m.label, rotation=angle,
-                             rotation_mode="anchor", ha="left", va="bottom", fontsize=8,
-                             color=colours[m.level], zorder=6))
+    texts = _roof_labels(ax, data, x_lo, y_lo, y_hi)
     # operator labels: nearest their own point, away from the other points, the roofs,
     # the roof labels and each other, with a leader line where one had to move away
     # one label for the operators whose markers overlap on the figure (one visible dot)
@@ -365,3 +335,36 @@ def draw(data: RooflineData, path: Path) -> Path:
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize=8,
               frameon=False, title=note, title_fontsize=7.5)
     return save(fig, path)
+
+
+def _roof_labels(ax: Any, data: RooflineData, x_lo: float, y_lo: float, y_hi: float
+                 ) -> list[Any]:
+    """The roofs' labels, kept apart: compute roofs outside the right edge at their height
+    (1-D repel in log10 of y), bandwidth roofs along their line near where it enters the
+    axes (staggered along x where lines are close). Returns the text artists."""
+    from dse.report.figure import spread
+
+    colours = data.colours
+    frame = ax.get_window_extent()
+    gap = np.log10(y_hi / y_lo) * 13.0 / frame.height  # one 8-pt line in log10 units of y
+    ys = spread([np.log10(c.rate) for c in data.compute], gap)
+    texts = [ax.text(1.01, 10 ** y, c.label, transform=ax.get_yaxis_transform(),
+                     ha="left", va="center", fontsize=8, clip_on=False)
+             for c, y in zip(data.compute, ys, strict=True)]
+    to_px = ax.transData.transform
+    along = 1.0
+    last = None
+    for m in sorted(data.memory, key=lambda m: -m.bandwidth):
+        x0 = max(x_lo, y_lo / m.bandwidth) * 1.4
+        if last is not None and last / m.bandwidth < 2.0:  # lines close: stagger along x
+            along *= 4.0
+        else:
+            along = 1.0
+        last = m.bandwidth
+        x0 *= along
+        (ax_, ay_), (bx, by) = to_px([(x0, x0 * m.bandwidth), (x0 * 10, x0 * 10 * m.bandwidth)])
+        angle = float(np.degrees(np.arctan2(by - ay_, bx - ax_)))
+        texts.append(ax.text(x0, x0 * m.bandwidth * 1.12, m.label, rotation=angle,
+                             rotation_mode="anchor", ha="left", va="bottom", fontsize=8,
+                             color=colours[m.level], zorder=6))
+    return texts

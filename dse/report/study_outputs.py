@@ -16,16 +16,11 @@ from optuna.trial import FrozenTrial
 
 from dse.model import evaluate
 from dse.report import pareto_plot as pp
-from dse.report.study_summary import (
-    Facts,
-    best_rows,
-    bound_shares,
-    console_lines,
-    robustness_console,
-    summary_markdown,
-)
+from dse.report.robustness_text import robustness_console
+from dse.report.study_facts import Facts, best_rows, bound_shares
+from dse.report.study_summary import console_lines, summary_markdown
 from dse.report.verdict import verdict
-from dse.search import atomic, outputs, robustness
+from dse.search import atomic, conclusions, outputs, robustness, run_record
 from dse.search.objective import baseline_of
 from dse.search.run import Options, Progress, open_storage, out_dir, storage_url
 from dse.search.space import Study
@@ -184,8 +179,8 @@ def _run_of(study: Study, name: str, changes: str, t: outputs.Tables,
             i = front[col].idxmax() if g.spec.direction == "maximize" else front[col].idxmin()
             best[col] = front.loc[i]
     regions = robustness.near_optimal(study, t.trials, band_of)
-    found = robustness.findings(study, best, band_of, _base_objectives(study), _fmt_value,
-                                regions, anchor)
+    found = conclusions.findings(study, best, band_of, _base_objectives(study), _fmt_value,
+                                 regions, anchor)
     n_ok = int(t.trials["feasible"].sum()) if len(t.trials) else 0
     return robustness.Run(name, changes, len(t.trials), n_ok, best, found,
                           columns=tuple((p.column, p.path) for p in study.params))
@@ -227,8 +222,8 @@ def _finish(study: Study, t: outputs.Tables, folder: Path, stored: outputs.Store
         summary = stage / "summary.md"
         atomic.write_text(summary, _summary(study, t, stored, f))
         written.append(summary)
-        written += outputs.write_resolved(resolved[0], {**resolved[1], "trials": len(t.trials)},
-                                          stage)
+        written += run_record.write_resolved(
+            resolved[0], {**resolved[1], "trials": len(t.trials)}, stage)
     written = [folder / p.name for p in written]
     told = console_lines(f, t.trials, t.pareto, t.references)
     n_ok = int(t.trials["feasible"].sum()) if len(t.trials) else 0
@@ -266,9 +261,9 @@ def write_all(study: Study, opts: Options, sampler: str, wall: float,
                 f"{new / max(wall, 1e-9):,.0f} trials/s); "
                 f"{int(t.trials['feasible'].sum()) if len(t.trials) else 0:,} feasible, "
                 f"{len(t.pareto)} on the front")
-    resolved = (outputs.resolved_study(
+    resolved = (run_record.resolved_study(
         study, spec.seed if opts.seed is None else opts.seed, opts.trials or spec.trials,
-        sampler, opts.batch or spec.batch), outputs.run_record(study, url))
+        sampler, opts.batch or spec.batch), run_record.run_record(study, url))
     extra = []
     grid_file = folder / "grid" / "trials.parquet"
     if grid_file.is_file():
@@ -314,8 +309,8 @@ def write_grid(study: Study, folder: Path, quiet: bool = False,
         storage = str(target / JOURNAL)
         extra.append(f"{store_grid(study, frame, storage):,} designs stored as trials in "
                      f"{storage}")
-    resolved = (outputs.resolved_study(study, study.spec.search.seed, len(frame), "grid",
-                                       study.spec.search.batch),
-                outputs.run_record(study, storage))
+    resolved = (run_record.resolved_study(study, study.spec.search.seed, len(frame), "grid",
+                                          study.spec.search.batch),
+                run_record.run_record(study, storage))
     del quiet
     return _finish(study, t, target, None, run_line, extra, resolved, alternatives)

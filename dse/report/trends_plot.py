@@ -167,15 +167,8 @@ def draw(data: TrendsData, path: Path, models: bool = False) -> Path:
     """Points and fitted lines on a log y axis against the year, the paper's labels next to
     their points (kept apart); `models`: parameters on the left axis and memory in GB on
     the right. Written to `path` (PNG, SVG or PDF by extension)."""
-    from dse.report.figure import (
-        boxes_of,
-        image_format,
-        label_markers,
-        line_boxes,
-        log_axis,
-        pyplot,
-        save,
-    )
+    from dse.report.figure import image_format, log_axis, pyplot, save
+    from dse.report.label_placement import boxes_of, label_markers, line_boxes
 
     image_format(path)
     plt = pyplot()

@@ -189,14 +189,10 @@ def draw(data: ValidationPlot, path: Path) -> None:
     both axes), with the diagonal and the +-20% band; every chip its own colour and marker
     (one legend for all panels), row ids placed where they overlap nothing. Written to
     `path` (PNG, SVG or PDF by extension; another extension is a one-line error)."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    from dse.report.figure import image_format, place_labels, pyplot, save
+    from dse.report.figure import image_format, pyplot, save
 
     image_format(path, "--plot")
     plt = pyplot()
-    import numpy as np
-
     n = max(len(data.panels), 1)
     cols = min(n, 3)
     rows = -(-(n + 1) // cols) if n >= 3 else 1  # a spare cell holds the chips' legend
@@ -209,35 +205,7 @@ def draw(data: ValidationPlot, path: Path) -> None:
              for k, hw in enumerate(data.hardware)}
     placed = []
     for ax, panel in zip(cells, data.panels, strict=False):
-        x = np.array([p[2] for p in panel.points])
-        y = np.array([p[3] for p in panel.points])
-        lo, hi = min(x.min(), y.min()), max(x.max(), y.max())
-        mid, span = np.sqrt(lo * hi), max(np.sqrt(hi / lo) * 1.4, 2.0)  # at least 4x
-        lo, hi = mid / span, mid * span
-        line = np.geomspace(lo, hi, 50)
-        ax.fill_between(line, line * (1 - data.band), line * (1 + data.band), color="0.9",
-                        label=f"±{data.band:.0%} of measured", zorder=1)
-        ax.plot(line, line, color="0.45", lw=0.8, label="predicted = measured", zorder=2)
-        for _id, hw, mx, py in panel.points:
-            colour, marker = style[hw]
-            ax.scatter([mx], [py], s=30, color=colour, marker=marker, edgecolor="white",
-                       linewidth=0.5, zorder=3, label=hw)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlim(lo, hi)
-        ax.set_ylim(lo, hi)
-        subs = (1.0, 2.0, 5.0) if hi / lo < 300 else (1.0,)
-        for axis in (ax.xaxis, ax.yaxis):
-            axis.set_major_locator(LogLocator(base=10, subs=subs))
-            axis.set_major_formatter(FuncFormatter(lambda v, _p, k=panel.kind: _tick(v, k)))
-            axis.set_minor_formatter(NullFormatter())
-        ax.tick_params(axis="x", labelrotation=30, labelsize=7.5)
-        ax.tick_params(axis="y", labelsize=7.5)
-        unit = f" ({panel.unit})" if panel.unit else ""
-        ax.set_title(f"{panel.phase}: {panel.label}", fontsize=9)
-        ax.set_xlabel(f"measured{unit}", fontsize=8.5)
-        ax.set_ylabel(f"predicted{unit}", fontsize=8.5)
-        ax.grid(True, color="0.93", lw=0.5, zorder=0)
+        _draw_panel(ax, panel, data.band, style)
         placed.append((ax, panel))
     for ax in cells[len(data.panels):]:
         ax.axis("off")
@@ -250,7 +218,52 @@ def draw(data: ValidationPlot, path: Path) -> None:
     fig.suptitle("Model against measurement (rel. error = (predicted - measured) / measured)",
                  fontsize=10)
     fig.tight_layout()
-    # row ids next to their points, kept apart from points and each other
+    _label_rows(fig, placed)
+    save(fig, path, "--plot")
+
+
+def _draw_panel(ax: Any, panel: Any, band: float, style: dict[str, tuple[Any, str]]) -> None:
+    """One panel of the validation plot: its points (each chip's colour and marker) over
+    the diagonal and the band, on log axes around them."""
+    import numpy as np
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    x = np.array([p[2] for p in panel.points])
+    y = np.array([p[3] for p in panel.points])
+    lo, hi = min(x.min(), y.min()), max(x.max(), y.max())
+    mid, span = np.sqrt(lo * hi), max(np.sqrt(hi / lo) * 1.4, 2.0)  # at least 4x
+    lo, hi = mid / span, mid * span
+    line = np.geomspace(lo, hi, 50)
+    ax.fill_between(line, line * (1 - band), line * (1 + band), color="0.9",
+                    label=f"±{band:.0%} of measured", zorder=1)
+    ax.plot(line, line, color="0.45", lw=0.8, label="predicted = measured", zorder=2)
+    for _id, hw, mx, py in panel.points:
+        colour, marker = style[hw]
+        ax.scatter([mx], [py], s=30, color=colour, marker=marker, edgecolor="white",
+                   linewidth=0.5, zorder=3, label=hw)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    subs = (1.0, 2.0, 5.0) if hi / lo < 300 else (1.0,)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(LogLocator(base=10, subs=subs))
+        axis.set_major_formatter(FuncFormatter(lambda v, _p, k=panel.kind: _tick(v, k)))
+        axis.set_minor_formatter(NullFormatter())
+    ax.tick_params(axis="x", labelrotation=30, labelsize=7.5)
+    ax.tick_params(axis="y", labelsize=7.5)
+    unit = f" ({panel.unit})" if panel.unit else ""
+    ax.set_title(f"{panel.phase}: {panel.label}", fontsize=9)
+    ax.set_xlabel(f"measured{unit}", fontsize=8.5)
+    ax.set_ylabel(f"predicted{unit}", fontsize=8.5)
+    ax.grid(True, color="0.93", lw=0.5, zorder=0)
+
+
+def _label_rows(fig: Any, placed: list[tuple[Any, Any]]) -> None:
+    """Each point's row id next to it, kept apart from the points and each other (a leader
+    line to the point); an id with no free spot is left out."""
+    from dse.report.label_placement import place_labels
+
     renderer = fig.canvas.get_renderer()
     for ax, panel in placed:
         pts = ax.transData.transform([(p[2], p[3]) for p in panel.points])
@@ -274,4 +287,3 @@ def draw(data: ValidationPlot, path: Path) -> None:
                                         min(max(py, spot[1]), spot[1] + h)))
             mx, my = inverse.transform((px, py))
             ax.plot([mx, lx], [my, ly], color="0.7", lw=0.4, zorder=2)
-    save(fig, path, "--plot")

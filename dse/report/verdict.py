@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dse.report.study_summary import (
+from dse.report.robustness_text import _region_paragraphs
+from dse.report.study_facts import (
     Facts,
     _design,
     _fmt,
@@ -18,7 +19,6 @@ from dse.report.study_summary import (
     _join,
     _objectives,
     _ratios,
-    _region_paragraphs,
     _table,
     _why_not,
     best_rows,

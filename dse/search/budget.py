@@ -23,7 +23,7 @@ from dse import units
 from dse.errors import DseError
 from dse.model.area import PADDING, AreaResult, area
 from dse.model.batch import design_batch
-from dse.search.space import Param, Study
+from dse.search.study import Param, Study
 from dse.spec import vocabulary
 from dse.spec.catalogue import catalogue
 

@@ -44,7 +44,7 @@ def split_key(key: str) -> tuple[str, str]:
 
 def execution_for(job, chips: int) -> tuple[Execution | None, str]:
     """(the execution of `job` on `chips` chips, "") or (None, why the split cannot use
-    them). `job`: a dse.search.space.Job."""
+    them). `job`: a dse.search.study.Job."""
     w = job.spec
     pp = w.pp
     if w.tp == "all":

@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 
 from dse.model.area import PADDING, area, reticle_reason
-from dse.model.batch import design_batch
+from dse.model.batch import DesignBatch, design_batch
 from dse.model.cost import cost
 from dse.search import chips as chip_count
 from dse.search import memo
-from dse.search.space import DIRECT, Goal, Job, Study
+from dse.search.study import DIRECT, Goal, Job, Study
 
 # The value an infeasible design's objective is told as when its metric does not exist
 # (it does not run the workload): the worst a maximized quantity can be, and for a minimized
@@ -93,9 +93,8 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
                      baseline: dict[str, dict[str, float]] | None = None) -> Outcome:
     """Evaluate N designs (`params`: canonical path -> [N] SI values; none: the study's
     hardware alone) on every workload of `study`."""
-    spec, tech = study.hardware, study.tech
     hardware = {k: v for k, v in params.items() if not chip_count.is_workload_path(k)}
-    db = design_batch(spec, hardware or None)
+    db = design_batch(study.hardware, hardware or None)
     n = db.n
     cons = study.spec.constraints
     constraints: dict[str, np.ndarray] = {}
@@ -103,61 +102,112 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
     columns: dict[str, np.ndarray] = {p: np.asarray(v, dtype=float) for p, v in params.items()}
     if "bf16" in db.matrix_peak:  # what a design gives up in peak FLOPS (summary's verdict)
         columns["peak_bf16_flop_per_s"] = db.matrix_peak["bf16"]
+    area_mm2, cost_usd = _chip_constraints(study, db, columns, constraints, why)
+    per_job, misfit, power, system_over = _run_jobs(study, params, db, area_mm2, cost_usd,
+                                                    columns, why)
+    if study.system_budget is not None and cost_usd is not None:
+        # finite for the sampler: a die no wafer yields costs inf
+        constraints["system_cost_usd"] = np.minimum(system_over, WORST_MINIMIZED)
+    if cons.fit:
+        constraints["unfit_workloads"] = np.where(misfit > 0, misfit, -1.0)
+    if cons.power is not None:
+        constraints["power_w"] = np.where(np.isfinite(power), power - cons.power, -1.0)
+        for i in np.flatnonzero(np.isfinite(power) & (power > cons.power)):
+            why[i].append(f"power {power[i]:.0f} W exceeds the cap of {cons.power:.0f} W")
+    base = baseline if baseline is not None else {
+        j: {k: float(v[0]) for k, v in d.items()} for j, d in per_job.items()}
+    values = np.column_stack([goal_values(g, per_job, area_mm2, base, cost_usd)
+                              for g in study.goals])
+    for g, goal in enumerate(study.goals):
+        columns[f"objective.{goal.name}"] = values[:, g]
+    feasible = np.ones(n, dtype=bool)
+    for v in constraints.values():
+        feasible &= v <= 0
+    if not cons.fit:
+        feasible &= np.isfinite(values).all(axis=1)
+    reason = np.full(n, "", dtype=object)
+    for i, w in why.items():
+        if not feasible[i]:
+            reason[i] = "; ".join(w)
+    return Outcome(values=values, constraints=constraints, feasible=feasible, reason=reason,
+                   columns=columns, per_job=per_job)
+
+
+def _chip_constraints(study: Study, db: DesignBatch, columns: dict[str, np.ndarray],
+                      constraints: dict[str, np.ndarray], why: dict[Any, list[str]]
+                      ) -> tuple[np.ndarray, np.ndarray | None]:
+    """(area per chip in mm2, NaN without the area model; cost per chip in USD or None) of
+    each design; the chip's constraints (cost, area, reticle, interposer, shoreline, HBM
+    edges) into `constraints`, their reasons into `why`, its area columns into `columns`."""
+    tech, cons, n = study.tech, study.spec.constraints, db.n
     area_mm2 = np.full(n, np.nan)
     cost_usd: np.ndarray | None = None
-    if tech is not None:
-        die = area(db, tech, reticle=False)
-        area_mm2 = die.total_mm2
-        pad = die.components.get(PADDING, np.zeros(n))
-        columns["area_per_chip_mm2"], columns["die_mm2"] = area_mm2, die.die_mm2
-        if tech.wafer is not None and tech.market is not None:
-            cost_usd = cost(db, tech, die).total_usd
-            columns["cost_per_chip_usd"] = cost_usd
-        cost_budget = study.cost_budget
-        if cost_budget is not None and cost_usd is not None:
-            # finite for the sampler: a die no wafer yields costs inf
-            constraints["cost_usd"] = np.minimum(cost_usd - cost_budget, WORST_MINIMIZED)
-            for i in np.flatnonzero(cost_usd > cost_budget):
-                why[i].append(f"cost {cost_usd[i]:,.0f} USD exceeds the budget of "
-                              f"{cost_budget:,.0f} USD")
-        if die.geometry is not None:
-            columns["interposer_mm2"] = die.geometry.interposer_mm2
-        budget = study.area_budget
-        if budget is not None:
-            constraints["area_mm2"] = area_mm2 - budget
-            for i in np.flatnonzero(area_mm2 > budget):
-                why[i].append(f"area {area_mm2[i]:.0f} mm2 exceeds the budget of "
-                              f"{budget:.0f} mm2")
-        geo = die.geometry
-        if cons.reticle:  # the die as modelled (spares, padding): the area the budget counts
-            constraints["reticle_mm2"] = die.die_mm2 - tech.reticle
-            for i in np.flatnonzero(die.die_mm2 > tech.reticle):
-                why[i].append(reticle_reason(die.die_mm2[i], tech.reticle))
-            if geo is not None:  # the interposer within its packaging technology
-                constraints["interposer_mm2"] = np.where(
-                    geo.interposer_fits, np.minimum(
-                        geo.interposer_mm2 - geo.interposer_limit_mm2, -1.0),
-                    np.maximum(geo.interposer_mm2 - geo.interposer_limit_mm2, 1.0))
-                for i in np.flatnonzero(~geo.interposer_fits):
-                    why[i].append(str(geo.interposer_reason[i]))
-        if cons.shoreline:
-            constraints["shoreline_mm2"] = np.where(pad > 0, pad, -1.0)
-            for i in np.flatnonzero(pad > 0):
-                why[i].append(f"the off-chip interfaces need {die.edge_needed_mm[i]:.0f} mm "
-                              f"of die edge ({pad[i]:.0f} mm2 of padding)")
-            if geo is not None:  # HBM stacks per edge (package rules), beside the total edge
-                short = np.ceil(geo.per_edge_needed * geo.hbm_edges - geo.capacity)
-                constraints["hbm_stacks_over_edges"] = np.where(geo.edges_fit, -1.0,
-                                                                np.maximum(short, 1.0))
-                for i in np.flatnonzero(~geo.edges_fit):
-                    why[i].append(str(geo.edge_reason[i]))
+    if tech is None:
+        return area_mm2, cost_usd
+    die = area(db, tech, reticle=False)
+    area_mm2 = die.total_mm2
+    pad = die.components.get(PADDING, np.zeros(n))
+    columns["area_per_chip_mm2"], columns["die_mm2"] = area_mm2, die.die_mm2
+    if tech.wafer is not None and tech.market is not None:
+        cost_usd = cost(db, tech, die).total_usd
+        columns["cost_per_chip_usd"] = cost_usd
+    cost_budget = study.cost_budget
+    if cost_budget is not None and cost_usd is not None:
+        # finite for the sampler: a die no wafer yields costs inf
+        constraints["cost_usd"] = np.minimum(cost_usd - cost_budget, WORST_MINIMIZED)
+        for i in np.flatnonzero(cost_usd > cost_budget):
+            why[i].append(f"cost {cost_usd[i]:,.0f} USD exceeds the budget of "
+                          f"{cost_budget:,.0f} USD")
+    if die.geometry is not None:
+        columns["interposer_mm2"] = die.geometry.interposer_mm2
+    budget = study.area_budget
+    if budget is not None:
+        constraints["area_mm2"] = area_mm2 - budget
+        for i in np.flatnonzero(area_mm2 > budget):
+            why[i].append(f"area {area_mm2[i]:.0f} mm2 exceeds the budget of "
+                          f"{budget:.0f} mm2")
+    geo = die.geometry
+    if cons.reticle:  # the die as modelled (spares, padding): the area the budget counts
+        constraints["reticle_mm2"] = die.die_mm2 - tech.reticle
+        for i in np.flatnonzero(die.die_mm2 > tech.reticle):
+            why[i].append(reticle_reason(die.die_mm2[i], tech.reticle))
+        if geo is not None:  # the interposer within its packaging technology
+            constraints["interposer_mm2"] = np.where(
+                geo.interposer_fits, np.minimum(
+                    geo.interposer_mm2 - geo.interposer_limit_mm2, -1.0),
+                np.maximum(geo.interposer_mm2 - geo.interposer_limit_mm2, 1.0))
+            for i in np.flatnonzero(~geo.interposer_fits):
+                why[i].append(str(geo.interposer_reason[i]))
+    if cons.shoreline:
+        constraints["shoreline_mm2"] = np.where(pad > 0, pad, -1.0)
+        for i in np.flatnonzero(pad > 0):
+            why[i].append(f"the off-chip interfaces need {die.edge_needed_mm[i]:.0f} mm "
+                          f"of die edge ({pad[i]:.0f} mm2 of padding)")
+        if geo is not None:  # HBM stacks per edge (package rules), beside the total edge
+            short = np.ceil(geo.per_edge_needed * geo.hbm_edges - geo.capacity)
+            constraints["hbm_stacks_over_edges"] = np.where(geo.edges_fit, -1.0,
+                                                            np.maximum(short, 1.0))
+            for i in np.flatnonzero(~geo.edges_fit):
+                why[i].append(str(geo.edge_reason[i]))
+    return area_mm2, cost_usd
+
+
+def _run_jobs(study: Study, params: dict[str, np.ndarray], db: DesignBatch,
+              area_mm2: np.ndarray, cost_usd: np.ndarray | None,
+              columns: dict[str, np.ndarray], why: dict[Any, list[str]]
+              ) -> tuple[dict[str, dict[str, np.ndarray]], np.ndarray, np.ndarray, np.ndarray]:
+    """(each workload's objective metrics, workloads each design cannot run, highest power
+    per chip over the workloads it runs in W, most a workload's system is over its cost
+    budget in USD) of each design; each workload's columns into `columns`, why a design
+    fails into `why`."""
+    n = db.n
     per_job: dict[str, dict[str, np.ndarray]] = {}
     misfit = np.zeros(n)
     power = np.full(n, -np.inf)
     system_over = np.full(n, -np.inf)  # most a workload's system is over its cost budget
     for name, job in study.jobs.items():
         n_chips = chip_count.chips_of(job, params, n)
-        ev = memo.evaluate_job(study, job, params, db, n_chips, tech)  # shared by the runs
+        ev = memo.evaluate_job(study, job, params, db, n_chips, study.tech)  # shared by runs
         m = ev.metrics
         if study.system_budget is not None and cost_usd is not None:
             system = cost_usd * n_chips
@@ -186,32 +236,7 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
             columns[f"{name}.{k}"] = v
         for i in np.flatnonzero(~ev.feasible):
             why[i].append(f"{name}: {ev.reason[i]}")
-    if study.system_budget is not None and cost_usd is not None:
-        # finite for the sampler: a die no wafer yields costs inf
-        constraints["system_cost_usd"] = np.minimum(system_over, WORST_MINIMIZED)
-    if cons.fit:
-        constraints["unfit_workloads"] = np.where(misfit > 0, misfit, -1.0)
-    if cons.power is not None:
-        constraints["power_w"] = np.where(np.isfinite(power), power - cons.power, -1.0)
-        for i in np.flatnonzero(np.isfinite(power) & (power > cons.power)):
-            why[i].append(f"power {power[i]:.0f} W exceeds the cap of {cons.power:.0f} W")
-    base = baseline if baseline is not None else {
-        j: {k: float(v[0]) for k, v in d.items()} for j, d in per_job.items()}
-    values = np.column_stack([goal_values(g, per_job, area_mm2, base, cost_usd)
-                              for g in study.goals])
-    for g, goal in enumerate(study.goals):
-        columns[f"objective.{goal.name}"] = values[:, g]
-    feasible = np.ones(n, dtype=bool)
-    for v in constraints.values():
-        feasible &= v <= 0
-    if not cons.fit:
-        feasible &= np.isfinite(values).all(axis=1)
-    reason = np.full(n, "", dtype=object)
-    for i, w in why.items():
-        if not feasible[i]:
-            reason[i] = "; ".join(w)
-    return Outcome(values=values, constraints=constraints, feasible=feasible, reason=reason,
-                   columns=columns, per_job=per_job)
+    return per_job, misfit, power, system_over
 
 
 def baseline_of(study: Study) -> dict[str, dict[str, float]]:

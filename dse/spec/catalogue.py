@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from dse.errors import DseError
-from dse.spec.hardware import Interface, interface_family
+from dse.spec.hardware_terms import Interface, interface_family
 from dse.spec.types import Bandwidth, Bytes, EnergyPerByte, Spec
 
 Unit = Literal["stack", "channel", "link"]

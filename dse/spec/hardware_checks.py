@@ -4,12 +4,8 @@ key paths and messages; the loader turns them into positioned issues. No I/O."""
 
 from __future__ import annotations
 
-from dse.spec.hardware import (
-    CHANNEL_INTERFACES,
-    HBM_INTERFACES,
-    LEVEL_RANK,
-    HardwareSpec,
-)
+from dse.spec.hardware import HardwareSpec
+from dse.spec.hardware_terms import CHANNEL_INTERFACES, HBM_INTERFACES, LEVEL_RANK
 
 
 def hierarchy_issues(spec: HardwareSpec) -> list[tuple[tuple[str | int, ...], str]]:

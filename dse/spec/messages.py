@@ -23,7 +23,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from dse.errors import Issue, suggest
+from dse.errors import Issue, SpecError, suggest
 from dse.spec.positions import LDict, LList, Pos
 
 Loc = tuple[str | int, ...]
@@ -351,3 +351,12 @@ def _shown_place(pos: Pos) -> str:
     except (OSError, ValueError):
         pass
     return f"{file}:{pos.line}:{pos.col}"
+
+
+def validate(schema: type[BaseModel], data: LDict, context: dict[str, Any] | None = None
+             ) -> BaseModel:
+    """Validate positioned data against a schema; every error becomes one Issue."""
+    try:
+        return schema.model_validate(data, context=context or {})
+    except ValidationError as e:
+        raise SpecError(issues_from(e, schema, data)) from None

@@ -49,3 +49,12 @@ class LList(list[Any]):
     def add(self, value: Any, pos: Pos) -> None:
         self.append(value)
         self.item_pos.append(pos)
+
+
+def without(data: LDict, keys: tuple[str, ...]) -> LDict:
+    """A new mapping: `data` less `keys`, with the same positions (`data` is unchanged)."""
+    out = LDict(data.pos)
+    for key in data:
+        if key not in keys:
+            out.copy_entry(data, key)
+    return out

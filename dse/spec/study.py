@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
+from dse.spec.scenario import DataType, Phase, PrecisionName
 from dse.spec.types import Area, Cost, Power, Spec, Time
-from dse.spec.workload import DataType, Phase, PrecisionName
 
 Scalar = str | int | float
 Sampler = Literal["nsga2", "tpe", "random", "grid", "gp"]

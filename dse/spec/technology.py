@@ -13,7 +13,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 
-from dse.spec.hardware import Interface, Precision
+from dse.spec.hardware_terms import Interface, Precision
 from dse.spec.types import (
     Area,
     AreaPerByte,

@@ -174,9 +174,9 @@ def test_a_sigterm_lost_while_writing_outputs_still_ends_the_run_130(study: Path
     from typer.testing import CliRunner
 
     from dse.cli import app
-    from dse.search import outputs
+    from dse.search import run_record
 
-    _swallowing(monkeypatch, outputs, "write_resolved")
+    _swallowing(monkeypatch, run_record, "write_resolved")
     monkeypatch.chdir(study)
     r = CliRunner().invoke(app, command(200))
     assert r.exit_code == 130, r.output

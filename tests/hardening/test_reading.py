@@ -25,6 +25,7 @@ from dse.errors import DseError, ReadError, SpecError
 from dse.spec import load, yamlpos
 from dse.spec.load import read_resolved
 from dse.spec.yamlpos import LDict, parse_yaml, read_yaml
+from dse.validate import measurements
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
@@ -260,13 +261,13 @@ def test_utf16_csv_is_one_line(tmp_path):
 
 def test_csv_size_and_row_limits(tmp_path, monkeypatch):
     path = write(tmp_path / "m.csv", f"{HEADER}\n{ROW}\n" + ROW.replace("M1", "M2") + "\n")
-    monkeypatch.setattr(validate, "MAX_CSV_ROWS", 1)
+    monkeypatch.setattr(measurements, "MAX_CSV_ROWS", 1)
     assert one_line_error(dse("validate", "--measurements", path), "m.csv:3: ").endswith(
         "more than 1 rows (the limit for a measurements CSV); split the file")
-    monkeypatch.setattr(validate, "MAX_CSV_ROWS", 2)
-    monkeypatch.setattr(validate, "MAX_CSV_BYTES", path.stat().st_size - 1)
+    monkeypatch.setattr(measurements, "MAX_CSV_ROWS", 2)
+    monkeypatch.setattr(measurements, "MAX_CSV_BYTES", path.stat().st_size - 1)
     assert "file too large" in one_line_error(dse("validate", "--measurements", path), "m.csv")
-    monkeypatch.setattr(validate, "MAX_CSV_BYTES", path.stat().st_size)
+    monkeypatch.setattr(measurements, "MAX_CSV_BYTES", path.stat().st_size)
     assert len(validate.read_measurements(path)) == 2
 
 

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from dse import units
 from dse.cli import app
-from dse.report import figure
+from dse.report import figure, label_placement
 from dse.report.figure import axis_scale, describe_column, place, plain_number
 
 runner = CliRunner()
@@ -369,13 +369,13 @@ def test_placer_puts_each_label_nearest_its_own_marker():
     assert spots == place(anchors, sizes, occupied, (0, 0, 400, 300), reach=4.0)
     boxes = [s.box for s in spots]
     for a, b in itertools.combinations(boxes, 2):
-        assert not figure._overlaps(a, b)
+        assert not label_placement._overlaps(a, b)
     for k, s in enumerate(spots):
         mine = figure.box_distance(s.box, *anchors[k])
         if not s.leader:
             assert all(figure.box_distance(s.box, *a) > mine
                        for j, a in enumerate(anchors) if j != k)
-        assert not any(figure._overlaps(s.box, o) for o in occupied)
+        assert not any(label_placement._overlaps(s.box, o) for o in occupied)
 
 
 def test_placer_gives_a_leader_line_to_a_label_that_had_to_move():
@@ -383,7 +383,7 @@ def test_placer_gives_a_leader_line_to_a_label_that_had_to_move():
     leader line, clear of what is taken."""
     taken = (150.0, 110.0, 250.0, 190.0)
     (spot,) = place([(200.0, 150.0)], [(40.0, 10.0)], [taken], (0, 0, 400, 300), reach=4.0)
-    assert spot.leader and not figure._overlaps(spot.box, taken)
+    assert spot.leader and not label_placement._overlaps(spot.box, taken)
     (near,) = place([(200.0, 150.0)], [(40.0, 10.0)], [], (0, 0, 400, 300), reach=4.0)
     assert not near.leader  # beside its marker
 
@@ -396,7 +396,7 @@ def test_placer_places_a_crowd_without_overlap():
     assert all(s is not None for s in spots)
     assert not spots[0].leader and spots[-1].leader
     for a, b in itertools.combinations([s.box for s in spots], 2):
-        assert not figure._overlaps(a, b)
+        assert not label_placement._overlaps(a, b)
 
 
 @pytest.mark.parametrize(("column", "unit", "label"), [

@@ -8,14 +8,14 @@ optuna-dashboard 0.21 reads constraints only from the system attribute `constrai
 Optuna 5's `set_constraint` stores one `constraints:<name>` per constraint) and picks its
 best trials from every complete trial, feasible or not. The study is therefore served
 through `FeasibleView`, which shows each trial as the study judged it, and the best trials
-are the feasible front (`feasible_front`), the trials of the study's pareto.csv.
+are the feasible front (`feasible_front`), the trials of the study's pareto.csv. Opening
+and checking the target is dse.dashboard.storage's.
 """
 
 from __future__ import annotations
 
 import copy
 import errno
-import json
 import math
 import re
 import signal
@@ -32,138 +32,12 @@ from optuna.storages import BaseStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from dse.dashboard.storage import EXPECTED as EXPECTED  # re-exported: tests use it
+from dse.dashboard.storage import _redact, storage_for
 from dse.errors import DseError
 from dse.search.objective import WORST_MINIMIZED
 from dse.search.pareto import front_mask
 from dse.search.trials import FEASIBLE
-
-JOURNAL = "study.journal"  # the journal file `dse study` writes into its output folder
-RDB_SCHEMES = ("sqlite", "postgresql", "mysql")
-SQLITE_HEADER = b"SQLite format 3\x00"
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-EXPECTED = "expected a `dse study` output folder, a .journal file or a database URL"
-
-
-def _redact(url: str) -> str:
-    """The URL with its password, if any, hidden."""
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return url
-
-
-def _journal_path(target: str) -> Path:
-    """The journal file a folder or file target names."""
-    path = Path(target)
-    if path.is_dir():
-        journal = path / JOURNAL
-        if not journal.is_file():
-            raise DseError(f"{path}: no {JOURNAL} in this folder; {EXPECTED}")
-        return journal
-    if path.is_file():
-        return path
-    raise DseError(f"{target}: no such folder or file; {EXPECTED}")
-
-
-def _first_bytes(path: Path) -> bytes:
-    """The file's first line (at most 1 MiB): enough to tell an Optuna journal, whose every
-    line is one JSON log entry, and an SQLite database (its header) from anything else."""
-    try:
-        with path.open("rb") as f:
-            return f.readline(1 << 20)
-    except OSError as e:
-        raise DseError(f"{path}: cannot read the file ({e.strerror or e})") from None
-
-
-def _check_journal(path: Path, first: bytes) -> None:
-    """An Optuna journal's first line is a JSON object with an integer `op_code`."""
-    if not first.strip():
-        raise DseError(f"{path}: empty file, not an Optuna journal; {EXPECTED}")
-    try:
-        entry = json.loads(first)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError both are
-        entry = None
-    if not isinstance(entry, dict) or type(entry.get("op_code")) is not int:
-        raise DseError(f"{path}: not an Optuna journal (its first line is not an Optuna log "
-                       f"entry); {EXPECTED}")
-
-
-def _rdb_storage(url: str) -> Any:
-    """An RDB storage that reads an existing Optuna database (creates no tables)."""
-    import optuna
-
-    scheme = url.split("://", 1)[0].split("+", 1)[0]
-    if scheme not in RDB_SCHEMES:
-        raise DseError(f"{_redact(url)}: unsupported storage URL; expected "
-                       f"{', '.join(s + '://' for s in RDB_SCHEMES)}, a study folder or a "
-                       ".journal file")
-    if scheme == "sqlite":  # SQLAlchemy would create an empty database file
-        from sqlalchemy.engine import make_url
-
-        file = make_url(url).database
-        if file and file != ":memory:" and not Path(file).is_file():
-            raise DseError(f"{url}: no such database file: {file}")
-    try:
-        return optuna.storages.RDBStorage(url, skip_compatibility_check=True,
-                                          skip_table_creation=True)
-    except ImportError as e:
-        raise DseError(f"{_redact(url)}: the database driver is not installed ({e}); for "
-                       "PostgreSQL: pip install 'dse[postgres]'") from None
-    except Exception as e:
-        raise DseError(f"{_redact(url)}: cannot open the database: {_first_line(e)}") from None
-
-
-def _first_line(e: BaseException) -> str:
-    """The first line of the innermost cause (the driver's own words, not Optuna's wrapper)."""
-    while (e.__cause__ or e.__context__) is not None:
-        e = e.__cause__ or e.__context__  # type: ignore[assignment]
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
-
-
-def storage_for(target: str | Path) -> Any:
-    """The Optuna storage a target names: a study output folder (its study.journal), a
-    journal file (or an SQLite file), or a database URL. Checks that it can be read."""
-    import optuna
-
-    text = str(target)
-    if "://" in text:
-        storage, label = _rdb_storage(text), _redact(text)
-    else:
-        path = _journal_path(text)
-        label = str(path)
-        first = _first_bytes(path)
-        if first.startswith(SQLITE_HEADER):
-            try:
-                storage = optuna.storages.RDBStorage(
-                    f"sqlite:///{path}", skip_compatibility_check=True,
-                    skip_table_creation=True)
-                storage.get_all_studies()
-            except Exception as e:
-                raise DseError(f"{path}: an SQLite database but not an Optuna one "
-                               f"({_first_line(e)}); {EXPECTED}") from None
-        else:
-            from dse.search.journal import Journal
-
-            _check_journal(path, first)
-            try:  # the journal is read (replayed) here; a torn tail is cut back first
-                backend = Journal(path)
-                for note in backend.notices:
-                    print(f"warning: {note}", file=sys.stderr)
-                storage = optuna.storages.JournalStorage(backend)
-            except DseError:
-                raise
-            except Exception as e:
-                raise DseError(f"{path}: not a readable Optuna journal ({type(e).__name__}: "
-                               f"{_first_line(e)}); {EXPECTED}") from None
-    try:
-        storage.get_all_studies()
-    except Exception as e:
-        raise DseError(f"{label}: cannot read Optuna studies: {_first_line(e)}") from None
-    return storage
-
 
 LEGACY_CONSTRAINTS = "constraints"  # the system attribute optuna-dashboard reads (a list)
 # What a design whose objective does not exist (it does not run a workload) is told as, by
@@ -171,6 +45,8 @@ LEGACY_CONSTRAINTS = "constraints"  # the system attribute optuna-dashboard read
 # value it stands for, not as a number a design reached.
 PLACEHOLDER = {StudyDirection.MAXIMIZE: (0.0, -math.inf),
                StudyDirection.MINIMIZE: (WORST_MINIMIZED, math.inf)}
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def is_feasible(trial: FrozenTrial) -> bool:

@@ -341,3 +341,14 @@ def save(fig: Any, path: Path, option: str = "--out") -> Path:
     finally:
         pyplot().close(fig)
     return path
+
+
+def save_all(fig: Any, paths: Sequence[Path]) -> None:
+    """Write `fig` to every path in the format of its extension (each whole or not at all),
+    then close it: a study's plots in PNG, SVG and PDF from one drawing."""
+    try:
+        for p in paths:
+            with atomic.replacing(p) as tmp:
+                fig.savefig(tmp, format=image_format(p), dpi=DPI)
+    finally:
+        pyplot().close(fig)

@@ -11,8 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dse.report.figure import Scale, describe_column, plain_number
-from dse.search import atomic
+from dse.report.figure import Scale, describe_column, plain_number, save_all
 from dse.spec.vocabulary import generation_names
 
 PARALLEL_BACKGROUND = 20_000  # feasible designs drawn behind the front at most
@@ -139,7 +138,7 @@ def draw_parallel(d: ParallelData, paths: list[Path]) -> None:
     from matplotlib.colors import Normalize
     from matplotlib.ticker import FuncFormatter
 
-    from dse.report.figure import DPI, image_format, pyplot
+    from dse.report.figure import pyplot
 
     plt = pyplot()
     n = len(d.axes)
@@ -188,9 +187,4 @@ def draw_parallel(d: ParallelData, paths: list[Path]) -> None:
     for side in ("left", "right", "top", "bottom"):
         ax.spines[side].set_visible(False)
     ax.set_title(d.title, fontsize=10.5)
-    try:
-        for p in paths:
-            with atomic.replacing(p) as tmp:  # whole or not at all
-                fig.savefig(tmp, format=image_format(p), dpi=DPI)
-    finally:
-        plt.close(fig)
+    save_all(fig, paths)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from dse import units
-from dse.report.figure import Column, Scale, describe_column, plain_number
+from dse.report.figure import Column, Scale, describe_column, plain_number, save_all
 from dse.report.parallel_plot import (
     PARALLEL_BACKGROUND,
     draw_parallel,
@@ -22,7 +22,6 @@ from dse.report.parallel_plot import (
     parallel_data,
     parameter_axis,
 )
-from dse.search import atomic
 
 if TYPE_CHECKING:
     from dse.search.outputs import Tables
@@ -206,7 +205,7 @@ def draw_pareto(d: ParetoData, paths: list[Path]) -> None:
     """The plot to each of `paths` (PNG, SVG or PDF by extension)."""
     from matplotlib.ticker import FuncFormatter
 
-    from dse.report.figure import DPI, image_format, pyplot
+    from dse.report.figure import pyplot
     from dse.report.label_placement import boxes_of, freeze_layout, label_markers, line_boxes
 
     plt = pyplot()
@@ -265,12 +264,7 @@ def draw_pareto(d: ParetoData, paths: list[Path]) -> None:
     label_markers(fig, ax, [(n, x, y) for n, x, y, _ in placed], renderer, occupied,
                   fontsize=8.5, colours=[c for *_, c in placed], marker_px=5.0,
                   background=True)
-    try:
-        for p in paths:
-            with atomic.replacing(p) as tmp:  # whole or not at all
-                fig.savefig(tmp, format=image_format(p), dpi=DPI)
-    finally:
-        plt.close(fig)
+    save_all(fig, paths)
 
 
 # ---- parallel coordinates ----------------------------------------------------------------

@@ -200,6 +200,15 @@ def _fractions(v: Values, c: Compute) -> tuple[dict[str, np.ndarray], np.ndarray
                                   ach.typical if ach else None)
 
 
+def _matrix_energy(v: Values, spec: HardwareSpec) -> dict[str, np.ndarray]:
+    """[N] J per matrix FLOP at each precision the file states or an override gives (a
+    precision the file leaves out can be given too: --set power.matrix_energy.fp8=...)."""
+    stated: dict[str, float] = {str(k): e for k, e in spec.power.matrix_energy.items()} \
+        if spec.power else {}
+    return {p: v.get(f"power.matrix_energy.{p}", stated.get(p)) for p in PRECISIONS
+            if p in stated or v.given(f"power.matrix_energy.{p}")}
+
+
 def design_batch(spec: HardwareSpec, overrides: Mapping[str, object] | None = None
                  ) -> DesignBatch:
     """The designs `spec` with each override applied. All override arrays must have the same
@@ -258,8 +267,7 @@ def design_batch(spec: HardwareSpec, overrides: Mapping[str, object] | None = No
         scale_out_latency=v.get("interconnect.scale_out_latency",
                                 fixed_cost(spec, "interconnect.scale_out_latency")),
         tdp=v.get("tdp", spec.tdp),
-        matrix_energy={p: v.get(f"power.matrix_energy.{p}", e)
-                       for p, e in (spec.power.matrix_energy.items() if spec.power else ())},
+        matrix_energy=_matrix_energy(v, spec),
         active_per_unit=v.get("power.active_per_unit",
                               (spec.power.active_per_unit or 0.0) if spec.power else None),
         dies=v.get("technology.dies", tech.dies if tech else 1),

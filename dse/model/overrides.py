@@ -78,15 +78,32 @@ class Values:
     def check_all_read(self) -> None:
         for path in self.parsed:
             if path not in self.read:
-                raise DseError("no model reads this field, so varying it "
-                               "would change nothing", field=path, domain="design",
-                               rule=UNREAD)
+                why = next((w for pattern, w in UNREAD_TERMS.items()
+                            if _instance(pattern, path)), None)
+                raise DseError("no model reads this field" + (f" ({why})" if why else "")
+                               + ", so varying it would change nothing", field=path,
+                               domain="design", rule=UNREAD)
 
     def finite(self, what: str, values: np.ndarray) -> None:
         if not np.all(np.isfinite(values)):
             raise DseError(f"{what} overflows for some designs (beyond the range of a "
                            "float); check the values given", domain="design")
 
+
+# Fields of the hardware schema no model reads, each with why. A --set of one is refused
+# ("no model reads this field"); tests/model/test_vocabulary_reads.py holds every other term
+# of the design vocabulary to being read by design_batch, so a field added to the schema is
+# either read by the model or listed here with its reason: never silently ignored.
+UNREAD_TERMS = {
+    "memory.<level>.latency": "the roofline times each operator by bandwidth; a level's "
+    "latency is documented, not timed",
+    "interconnect.host_link.latency": "the host link carries offloaded state at its "
+    "bandwidth; its latency is not timed",
+    "technology.die_area": "the published die area, which dse area compares with the "
+    "modelled one; never an input",
+    "technology.transistors": "the chip as built, documented; the area model works from the "
+    "design's contents",
+}
 
 # The rule of the error for a varied field no model reads (dse.report.hardware_view marks
 # such a field by it, not by the words).
@@ -117,3 +134,12 @@ def _in_range(path: str, term: Term, values: np.ndarray) -> None:
                f"above {units.MAX_MAGNITUDE:g}, the largest magnitude dse accepts")
     raise DseError(f"expected {term.describe_range()}, found {found:g} ({why})",
                    field=path, domain="design")
+
+
+def _instance(pattern: str, path: str) -> bool:
+    """Whether canonical `path` (memory levels by name) is an instance of a term pattern
+    (`memory.<level>.latency`): the pattern's fixed parts match and a slot takes one part."""
+    head, _, tail = pattern.partition(".<level>.")
+    if tail:
+        return path.startswith(head + ".") and path.endswith("." + tail)
+    return path == pattern

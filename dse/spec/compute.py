@@ -21,30 +21,31 @@ from dse.spec.types import (
 
 class Achievable(Spec):
     """Fraction of a datasheet peak that real code reaches on the real chip (hardware plus
-    its best library), with the measurement it comes from."""
+    its best library), with the measurement it comes from: of a memory level's or a link's
+    bandwidth (a stream or collective benchmark)."""
 
     fraction: Fraction
-    """Achieved / peak, for every precision not listed in `per_precision` (0 < f <= 1)."""
-    per_precision: dict[Precision, Fraction] = {}
-    """Precision-specific fractions where they were measured separately (e.g. fp8)."""
+    """Achieved / peak (0 < f <= 1)."""
     source: str = Field(min_length=1)
     """Where the measurement comes from (benchmark, paper, log)."""
-
-    def at(self, precision: str) -> float:
-        """The achievable fraction at `precision`."""
-        return self.per_precision.get(precision, self.fraction)  # type: ignore[call-overload]
 
 
 class MatrixAchievable(Achievable):
     """The matrix engines' achievable fractions: `fraction` is the best-shape rate (a shape
-    search such as the maximum achievable matmul FLOPS finder), `typical` what a model's
-    layer GEMMs get of it."""
+    search such as the maximum achievable matmul FLOPS finder) for every precision not in
+    `per_precision`, `typical` what a model's layer GEMMs get of it."""
 
+    per_precision: dict[Precision, Fraction] = {}
+    """Precision-specific fractions where they were measured separately (e.g. fp8)."""
     typical: Fraction | None = None
     """Share of the best-shape rate that the GEMMs inside a model reach with the library's
     own kernel choice at their layer shapes (0 < t <= 1); omitted: dse's default
     (dse.model.kernel.TYPICAL), measured on NVIDIA GPUs. A `gemm:MxNxK` microbenchmark runs
     at the best-shape rate."""
+
+    def at(self, precision: str) -> float:
+        """The achievable fraction at `precision`."""
+        return self.per_precision.get(precision, self.fraction)  # type: ignore[call-overload]
 
 
 class Tile(Spec):

@@ -67,7 +67,7 @@ from dse.spec.hardware import HardwareSpec
 from dse.spec.technology import TechSpec
 from dse.spec.types import MAX_WHOLE
 from dse.spec.workload import Scenario, WorkloadSpec, gemm_from_name
-from dse.workloads import execution_issues, kind_of, resolve_scenario, runs
+from dse.workloads import check_runs, execution_issues, resolve_scenario
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -166,9 +166,7 @@ def _checked_run(wl: WorkloadSpec, sc: Scenario, ex: Execution, tech: TechSpec |
             "the chip's technology.node, a node file and compute.style")
     _reject(area_budget is not None and not (area_budget > 0),
             f"area budget: expected a positive area, found {area_budget}")
-    able = phases.those(lambda p: p.work in kind_of(wl).works)
-    _reject(not runs(wl, sc.phase), f"{wl.name}: a {wl.kind} workload runs phase "
-                                    f"{phases.listed(able, 'or')}, not {sc.phase}")
+    check_runs(wl, sc.phase)
     return warnings
 
 

@@ -90,9 +90,14 @@ def kind_of(spec: WorkloadSpec) -> WorkloadKind:
     """The registered kind of a workload spec."""
     return KINDS[spec.kind]
 
-def runs(spec: WorkloadSpec, phase: str) -> bool:
-    """Whether a workload of this kind runs `phase` (its kind lowers the phase's work)."""
-    return phases.get(phase).work in kind_of(spec).works
+def check_runs(spec: WorkloadSpec, phase: str) -> None:
+    """DseError unless a workload of this kind runs `phase` (its kind lowers the phase's
+    work), naming the phases it does run."""
+    kind = kind_of(spec)
+    if phases.get(phase).work not in kind.works:
+        able = phases.those(lambda p: p.work in kind.works)
+        raise DseError(f"{spec.name}: a {spec.kind} workload runs phase "
+                       f"{phases.listed(able, 'or')}, not {phase}")
 
 
 # The scenario a phase runs when the workload file names none of that phase and the caller
@@ -215,11 +220,8 @@ def lower(spec: WorkloadSpec, scenario: Scenario, counting: Counting = DEFAULT,
     design) replaces the scenario's batch and makes every quantity [N, I]. `chips`: the
     data-parallel replicas, for the kinds whose lowering depends on them (a recommender
     shards its tables over them)."""
+    check_runs(spec, scenario.phase)
     kind = kind_of(spec)
-    if not runs(spec, scenario.phase):
-        able = phases.those(lambda p: p.work in kind.works)
-        raise DseError(f"{spec.name}: a {spec.kind} workload runs phase "
-                       f"{phases.listed(able, 'or')}, not {scenario.phase}")
     try:
         return kind.lower(spec, scenario, counting, batch=batch, chips=chips)
     except ValueError as e:

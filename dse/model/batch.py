@@ -110,8 +110,9 @@ class DesignBatch:
                              "(dse.model.performance.op_times)")
         return self.tile
 
-    def take(self, idx: np.ndarray) -> DesignBatch:
-        """The designs at `idx` of this batch (repeats allowed)."""
+    def take(self, idx: np.ndarray | slice) -> DesignBatch:
+        """The designs at `idx` of this batch (repeats allowed); a slice takes views (a
+        chunk of designs costs no copy)."""
         fields = {}
         for name in self.__dataclass_fields__:
             v = getattr(self, name)
@@ -121,7 +122,7 @@ class DesignBatch:
             elif isinstance(v, dict):
                 v = {key: a[idx] for key, a in v.items()}
             fields[name] = v
-        fields["n"] = len(idx)
+        fields["n"] = len(range(self.n)[idx]) if isinstance(idx, slice) else len(idx)
         return DesignBatch(**fields)
 
     def by_generation(self, i: int, figure: Callable[[Generation], Any], default: Any
@@ -195,7 +196,8 @@ def _fractions(v: Values, c: Compute) -> tuple[dict[str, np.ndarray], np.ndarray
     for p in PRECISIONS:
         own = v.get(f"compute.matrix.achievable.per_precision.{p}",
                     ach.per_precision.get(p) if ach else None)  # type: ignore[call-overload]
-        matrix_fraction[p] = np.where(np.isnan(own), base_frac, own)
+        matrix_fraction[p] = base_frac if np.isnan(own).all() else \
+            np.where(np.isnan(own), base_frac, own)
     return matrix_fraction, v.get("compute.matrix.achievable.typical",
                                   ach.typical if ach else None)
 

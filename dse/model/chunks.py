@@ -93,7 +93,7 @@ def chunked(evaluate: F) -> F:
         out: _Joined | None = None
         for start in range(0, db.n, size):
             end = min(start + size, db.n)
-            part = evaluate(**{**a, "hw": db.take(np.arange(start, end)), "overrides": None,
+            part = evaluate(**{**a, "hw": db.take(slice(start, end)), "overrides": None,
                                "batch": batches[start:end] if batches is not None
                                else a["batch"]})
             out = out or _Joined(part, db)
@@ -106,6 +106,30 @@ def chunked(evaluate: F) -> F:
 
 class _Parts(list[Any]):
     """The Reasons of each chunk, in order."""
+
+
+class _Row:
+    """A per-design array that is one row broadcast over the designs (a read-only view, as
+    the chunks gave it) while every chunk gives the same row; written out in full from the
+    first chunk that differs."""
+
+    def __init__(self, row: np.ndarray):
+        self.row = row
+        self.full: np.ndarray | None = None
+
+    def add(self, value: np.ndarray, start: int, n: int, total: int) -> None:
+        if self.full is None and value.strides[0] == 0 and np.array_equal(
+                value[0], self.row, equal_nan=value.dtype.kind in "fc"):
+            return
+        if self.full is None:
+            self.full = np.empty((total, *self.row.shape), dtype=self.row.dtype)
+            self.full[:start] = self.row
+        self.full[start:start + n] = value
+
+    def result(self, total: int) -> np.ndarray:
+        if self.full is not None:
+            return self.full
+        return np.broadcast_to(self.row, (total, *self.row.shape))
 
 
 class _Joined:
@@ -127,7 +151,12 @@ class _Joined:
         if isinstance(value, np.ndarray) and value.ndim and value.shape[0] == self.n:
             if value.dtype.kind in "US":  # text of any length: joined at the end
                 return []
-            return np.empty((self.db.n, *value.shape[1:]), dtype=value.dtype)
+            if value.strides[0] == 0:  # one row for every design: kept so while chunks agree
+                return _Row(value[0])
+            shape = (self.db.n, *value.shape[1:])
+            if value.ndim > 1 and value.T.flags.c_contiguous:  # stored operator-major
+                return np.empty(shape[::-1], dtype=value.dtype).T
+            return np.empty(shape, dtype=value.dtype)
         if isinstance(value, dict):
             return {k: self._allocate(v) for k, v in value.items()}
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -144,7 +173,9 @@ class _Joined:
             self._fill(target, getattr(part, name), start, part.n)
 
     def _fill(self, target: Any, value: Any, start: int, n: int) -> None:
-        if isinstance(target, np.ndarray):
+        if isinstance(target, _Row):
+            target.add(value, start, n, self.db.n)
+        elif isinstance(target, np.ndarray):
             target[start:start + n] = value
         elif isinstance(target, list):
             target.append(value)
@@ -156,6 +187,8 @@ class _Joined:
     def result(self) -> Any:
         """The Evaluation of every design."""
         def build(template: Any, target: Any) -> Any:
+            if isinstance(target, _Row):
+                return target.result(self.db.n)
             if isinstance(target, _Parts):
                 return Reasons.concatenate(target)
             if isinstance(target, list):

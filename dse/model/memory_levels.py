@@ -39,6 +39,15 @@ class MemoryArrays:
     generation: np.ndarray  # catalogue index of the memory generation (-1: none)
 
 
+def _columns(cols: list[np.ndarray]) -> np.ndarray:
+    """[N, L] the levels' [N] values side by side; a read-only broadcast of one row where
+    every level's value is one for all designs (no [N, L] array)."""
+    if cols and all(c.ndim == 1 and c.strides == (0,) for c in cols):
+        return np.broadcast_to(np.array([c[0] if c.size else np.nan for c in cols]),
+                               (len(cols[0]), len(cols)))
+    return np.stack(cols, axis=1)
+
+
 def memory_arrays(v: Values, spec: HardwareSpec, units_: np.ndarray) -> MemoryArrays:
     """The levels of `spec` with the overrides of `v` applied (see the module text)."""
     cols: dict[str, list[np.ndarray]] = {k: [] for k in (
@@ -65,7 +74,7 @@ def memory_arrays(v: Values, spec: HardwareSpec, units_: np.ndarray) -> MemoryAr
         cols["grain"].append(v.get(f"{at}.gather.granularity", lv.gather_granularity()))
         cols["stacks"].append(v.get(f"{at}.stacks", lv.stacks or 0))
         cols["channels"].append(v.get(f"{at}.channels", lv.channels or 0))
-    a = {k: np.stack(c, axis=1) for k, c in cols.items()}
+    a = {k: _columns(c) for k, c in cols.items()}
     per_unit = np.array([lv.scope == "per_unit" for lv in spec.memory])
     mult = np.where(per_unit[None, :], units_[:, None], 1.0)
     peak_bandwidth = a["bw"] * mult

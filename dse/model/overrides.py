@@ -64,13 +64,17 @@ class Values:
         return path in self.parsed
 
     def get(self, path: str, default: float | None) -> np.ndarray:
-        """[N] values of `path`: the override, else `default` (the spec's value; NaN for
-        None), which follows the clock if the spec gives it per cycle."""
+        """[N] values of `path` (read-only; may be a broadcast view): the override, else
+        `default` (the spec's value; NaN for None), which follows the clock if the spec
+        gives it per cycle."""
         if path in self.parsed:
             self.read.add(path)
-            out = np.broadcast_to(self.parsed[path].ravel(), (self.n,)).astype(float)
+            out = np.broadcast_to(self.parsed[path].ravel(), (self.n,))
+            if out.dtype != np.float64:
+                out = out.astype(float)
             return out * self.clock if path in self.per_cycle else out
-        out = np.full(self.n, np.nan if default is None else float(default))
+        # a read-only view: one value for every design costs no [N] array
+        out = np.broadcast_to(np.float64(np.nan if default is None else default), (self.n,))
         if path in self.spec.per_cycle and "compute.clock" in self.parsed:
             out = out * self.clock_ratio
         return out

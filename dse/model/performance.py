@@ -179,10 +179,12 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     overhead_on = bool(np.any(batch.op_overhead)) and bool(np.any(ops.launches))
     launches = Field("launches", ops.launches, block)
 
-    time = np.empty((n_, n_ops))
-    compute = np.empty((n_, n_ops))
-    traffic = np.empty((n_, n_ops, lv))
-    bound = np.empty((n_, n_ops), dtype=np.int8)
+    # The outputs are stored operator-major ([I, N], [L, I, N]), as the blocks compute them,
+    # and handed on as their transposed views ([N, I], [N, I, L]): a block's rows are
+    # copied out whole, not transposed element by element.
+    time_t, compute_t = np.empty((n_ops, n_)), np.empty((n_ops, n_))
+    traffic_t = np.empty((lv, n_ops, n_))
+    bound_t = np.empty((n_ops, n_), dtype=np.int8)
     missing = np.zeros(n_, dtype=bool)
     work = scratch("work", 7 * n_ops * block, np.float64)
     # Levels on the die come first (innermost); the first off-chip level's index.
@@ -267,7 +269,7 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         if not np.isfinite(comp).all():
             missing[d] = np.any(np.isnan(comp) & (flops_b > 0), axis=0)
             np.nan_to_num(comp, copy=False, nan=np.inf)
-        compute[d] = comp.T
+        np.copyto(compute_t[:, d], comp)
 
         # Bytes per level and the roofline terms, outermost level first: the shares stored
         # at l or beyond accumulate inwards, and the bound (the first largest term: compute,
@@ -334,7 +336,7 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
                     out += onchip.at(d)
                 else:
                     out[on_rows] += onchip.at(d, on_rows)
-            traffic[d, :, level] = out.T
+            np.copyto(traffic_t[level, :, d], out)
             np.divide(out, bandwidth[level, d], out=mem)
             if level == lv - 1:
                 np.fmax(mem, 0.0, out=roof)  # fmax: NaN (0 / 0 bandwidth) is no traffic
@@ -359,10 +361,10 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
             np.greater(overhead, roof, out=hit)
             np.copyto(code, -1, where=hit)
             roof += overhead
-        time[d] = roof.T
-        bound[d] = code.T
-    return OpTimes(time=time, compute=compute, traffic=traffic, bound=bound,
-                   missing_rate=missing)
+        np.copyto(time_t[:, d], roof)
+        np.copyto(bound_t[:, d], code)
+    return OpTimes(time=time_t.T, compute=compute_t.T, traffic=traffic_t.transpose(2, 1, 0),
+                   bound=bound_t.T, missing_rate=missing)
 
 
 class _Through:

@@ -285,13 +285,22 @@ def _check_step_time(names: np.ndarray, per: np.ndarray, total: np.ndarray,
                              f"first non-finite: {names[j]}, {per[i, j]} s")
 
 
+def _joined(per_op: np.ndarray, per_coll: np.ndarray, n: int) -> np.ndarray:
+    """[N, I + C] the operators' then the collectives' values: a read-only broadcast of one
+    row where both are the same for every design (no [N, I + C] copy)."""
+    if np.ndim(per_op) == 1 and np.ndim(per_coll) == 1:
+        return np.broadcast_to(np.concatenate([per_op, per_coll]),
+                               (n, len(per_op) + len(per_coll)))
+    return np.concatenate([np.broadcast_to(per_op, (n, np.shape(per_op)[-1])),
+                           np.broadcast_to(per_coll, (n, np.shape(per_coll)[-1]))], axis=1)
+
+
 def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: np.ndarray) -> Step:
     """Operators and collectives of one step joined (stage `step`): counts, times, bounds
     and the step's total time per design."""
     n = db.n
     nc = len(coll)
-    count = np.concatenate([np.broadcast_to(ops.count, (n, len(ops.name))),
-                            np.broadcast_to(coll.count, (n, nc))], axis=1)
+    count = _joined(ops.count, coll.count, n)
     time = np.concatenate([t.time, t_coll], axis=1)
     per = spent(time, count)
     total = per.sum(axis=1)
@@ -311,12 +320,12 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
         matrix=np.concatenate([ops.is_matrix, np.zeros(nc, dtype=bool)]),
         link_bytes=link_bytes,
         count=count,
-        flops=np.concatenate([np.broadcast_to(ops.flops, (n, len(ops.name))),
-                              np.zeros((n, nc))], axis=1),
+        flops=_joined(ops.flops, np.zeros(nc), n),
         traffic=t.traffic,
         compute=t.compute,
         time=time,
-        bound=np.concatenate([t.bound, np.full((n, nc), INTERCONNECT)], axis=1),
+        bound=np.concatenate([t.bound, np.full((n, nc), INTERCONNECT, dtype=t.bound.dtype)],
+                             axis=1),
         total=total,
         missing_rate=t.missing_rate, no_link=no_link,
         role=np.concatenate([np.full(len(ops.name), "", dtype=object),

@@ -110,10 +110,12 @@ def place(batch: DesignBatch, footprint: Footprint,
             raise ValueError(f"offload of '{name}': no memory level '{unknown[0]}'; expected "
                              f"one of: {', '.join(batch.level_names)}")
     free = batch.resident_capacity.copy()
-    fraction = np.zeros((n, len(POLICY), lv))
+    fraction = np.zeros((len(POLICY), lv, n))  # stored [P, L, N], handed on as [N, P, L]
     short = np.zeros(n)
     for p, rule in enumerate(POLICY):
-        need = np.broadcast_to(np.asarray(footprint[rule.name], dtype=float), (n,))
+        given = np.asarray(footprint[rule.name], dtype=float)
+        need = np.broadcast_to(given, (n,))
+        one = float(given.ravel()[0]) if given.size == 1 else None  # the same for all
         remaining = need.copy()
         only = (allowed or {}).get(rule.name)
         for level in range(lv):
@@ -124,10 +126,13 @@ def place(batch: DesignBatch, footprint: Footprint,
             take = np.minimum(remaining, free[:, level])
             free[:, level] -= take
             remaining = remaining - take
-            fraction[:, p, level] = np.divide(take, need, out=np.zeros(n), where=need > 0)
+            if one is None:
+                np.divide(take, need, out=fraction[p, level], where=need > 0)
+            elif one > 0:
+                np.divide(take, one, out=fraction[p, level])
         short += remaining
     used = batch.resident_capacity - free
-    return Placement(fraction=fraction, used=used, short=short)
+    return Placement(fraction=fraction.transpose(2, 0, 1), used=used, short=short)
 
 
 def cached_level(batch: DesignBatch, working_set: np.ndarray | float) -> np.ndarray:

@@ -258,6 +258,13 @@ def spent(time: np.ndarray, count: np.ndarray) -> np.ndarray:
     """Time x count, 0 where an operator or collective runs no times (a collective a chip
     without links cannot run takes infinite time, but none of it when it never runs)."""
     with np.errstate(invalid="ignore"):
+        if np.ndim(count) == 2 and np.shape(count)[0] > 1 and count.strides[0] == 0:
+            row = count[0]  # one count per operator for every design: zero its columns
+            per = time * row
+            never = ~(row > 0)
+            if never.any():
+                per[:, never] = 0.0
+            return per
         return np.where(count > 0, time * count, 0.0)
 
 
@@ -301,7 +308,8 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
     n = db.n
     nc = len(coll)
     count = _joined(ops.count, coll.count, n)
-    time = np.concatenate([t.time, t_coll], axis=1)
+    # operator-major, as the kernel stores its times (performance._op_times)
+    time = np.concatenate([t.time.T, np.transpose(t_coll)], axis=0).T
     per = spent(time, count)
     total = per.sum(axis=1)
     no_link = ~np.all(np.isfinite(t_coll), axis=1)
@@ -324,8 +332,8 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
         traffic=t.traffic,
         compute=t.compute,
         time=time,
-        bound=np.concatenate([t.bound, np.full((n, nc), INTERCONNECT, dtype=t.bound.dtype)],
-                             axis=1),
+        bound=np.concatenate([t.bound.T, np.full((nc, n), INTERCONNECT, dtype=t.bound.dtype)],
+                             axis=0).T,
         total=total,
         missing_rate=t.missing_rate, no_link=no_link,
         role=np.concatenate([np.full(len(ops.name), "", dtype=object),

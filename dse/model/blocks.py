@@ -58,10 +58,16 @@ def shaped(flat: np.ndarray, *shape: int) -> np.ndarray:
 class Field:
     """An operator quantity, [I] or [N, I], on a block of designs, for the operators `rows`
     (None: all): [k, 1] when it is per operator, else [k, B] copied into a work array of this
-    thread (one strided read per block; every level then reads contiguous rows)."""
+    thread (one strided read per block; every level then reads contiguous rows). `tables`:
+    [N] where `a` holds U distinct tables [U, I] and design n runs table tables[n]
+    (operators.ChipOps.rows): a block's columns are gathered from the transposed tables."""
 
-    def __init__(self, name: str, a: np.ndarray, block: int):
+    def __init__(self, name: str, a: np.ndarray, block: int,
+                 tables: np.ndarray | None = None):
         self.a = a
+        self.tables = tables if a.ndim == 2 else None
+        if self.tables is not None:
+            self.a_t = np.ascontiguousarray(a.T)  # [I, U]
         if a.ndim == 2:
             self.work = scratch(name, a.shape[1] * block, a.dtype)
 
@@ -69,6 +75,11 @@ class Field:
         a = self.a
         if a.ndim == 1:
             return (a if rows is None else a[rows])[:, None]
+        if self.tables is not None:
+            src = self.a_t if rows is None or len(rows) == a.shape[1] else self.a_t[rows]
+            out = shaped(self.work, src.shape[0], designs.stop - designs.start)
+            np.take(src, self.tables[designs], axis=1, out=out)
+            return out
         src = a[designs]
         if rows is not None and len(rows) < a.shape[1]:
             src = src[:, rows]

@@ -120,10 +120,15 @@ def overlap(on_die: np.ndarray, off_chip: np.ndarray, out: np.ndarray | None = N
 
 
 def issue_factor(batch: DesignBatch, shape: np.ndarray, dtypes: list[str],
-                  is_matrix: np.ndarray, kinds: np.ndarray) -> np.ndarray | None:
+                  is_matrix: np.ndarray, kinds: np.ndarray,
+                  tables: np.ndarray | None = None) -> np.ndarray | None:
     """[N, I] share of the matrix rate a GEMM keeps: its thread blocks' wave efficiency
     (`wave_factor`) x the misaligned path's slowdown where the alignment rule fails
-    (`misaligned`); None when both are 1 everywhere."""
+    (`misaligned`); None when both are 1 everywhere. `tables`: [N] where `shape` holds
+    distinct tables [U, I, 4] (operators.ChipOps.rows): each distinct pair of table and
+    unit count is worked out once."""
+    if tables is not None and shape.ndim == 3:
+        return _issue_of_tables(batch, shape, dtypes, is_matrix, kinds, tables)
     out = None
     if batch.blocks:
         out = wave_factor(shape, batch.one_tile(), batch.units, batch.blocks, is_matrix)
@@ -144,6 +149,24 @@ def issue_factor(batch: DesignBatch, shape: np.ndarray, dtypes: list[str],
     if out is not None and bool((out == 1.0).all()):
         return None
     return out
+
+
+def _issue_of_tables(batch: DesignBatch, shape: np.ndarray, dtypes: list[str],
+                     is_matrix: np.ndarray, kinds: np.ndarray, tables: np.ndarray
+                     ) -> np.ndarray | None:
+    """issue_factor of designs running distinct tables: computed for each distinct (table,
+    units, alignment rule and slowdown) once, then picked per design."""
+    key = np.zeros(len(tables), dtype=np.int64)
+    for col in (tables, batch.units, batch.align_bytes, batch.align_slowdown):
+        values, code = np.unique(np.nan_to_num(np.asarray(col, dtype=float), nan=-1.0),
+                                 return_inverse=True)
+        _, key = np.unique(key * len(values) + code.ravel(), return_inverse=True)
+        key = key.ravel().astype(np.int64)  # (< N: no product overflows)
+    pairs, inverse = np.unique(key, return_inverse=True)
+    first = np.zeros(len(pairs), dtype=np.intp)
+    first[inverse.ravel()[::-1]] = np.arange(len(tables))[::-1]  # a design of each pair
+    out = issue_factor(batch.take(first), shape[tables[first]], dtypes, is_matrix, kinds)
+    return None if out is None else out[inverse.ravel()]
 
 
 def wave_factor(shape: np.ndarray, tile: tuple[int, int, int] | None, units: np.ndarray,

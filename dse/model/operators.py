@@ -44,6 +44,10 @@ class ChipOps:
     # intermediates)
     shape: np.ndarray  # [I, 4] or [N, I, 4] m, n, k, batch
     launches: np.ndarray  # [I] or [N, I] kernels per instance (0: fused into a neighbour)
+    rows: np.ndarray | None = None
+    """[N] where the per-design quantities are the U < N distinct tables of designs that
+    share a batch ([U, I] ...): design n runs table rows[n] (`expanded` gives [N, I] ...);
+    None: they are per design, or per operator."""
 
     @property
     def is_matrix(self) -> np.ndarray:
@@ -78,5 +82,22 @@ def take_rows(ops: ChipOps, rows: np.ndarray | slice) -> ChipOps:
 
 def take_ops(ops: ChipOps, idx: np.ndarray, n: int) -> ChipOps:
     """The operators of the designs `idx` (per-design quantities subset, the rest shared)."""
+    if ops.rows is not None:  # the distinct tables stay; the designs pick theirs
+        return dataclasses.replace(ops, rows=ops.rows[idx])
     return dataclasses.replace(ops, **{
         f: getattr(ops, f)[idx] for f, nd in _OP_NDIM.items() if getattr(ops, f).ndim > nd})
+
+
+def expanded(ops: ChipOps) -> ChipOps:
+    """`ops` with its per-design quantities given per design ([N, I] ...), not as distinct
+    tables (`ChipOps.rows`)."""
+    if ops.rows is None:
+        return ops
+    return dataclasses.replace(ops, rows=None, **{
+        f: getattr(ops, f)[ops.rows] for f, nd in _OP_NDIM.items() if getattr(ops, f).ndim > nd})
+
+
+def per_design(a: np.ndarray, rows: np.ndarray | None, ndim: int) -> np.ndarray:
+    """A quantity of `ndim` dimensions per operator, or one more per design: as it is, or
+    picked per design from distinct tables (`ChipOps.rows`)."""
+    return a[rows] if rows is not None and a.ndim > ndim else a

@@ -28,6 +28,7 @@ the scale-out network for groups larger than a node. No I/O; arrays over N desig
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -168,6 +169,13 @@ class Collectives:
 
 def _mask(split: np.ndarray, attr: str) -> np.ndarray:
     return np.array([getattr(SPLITS[s], attr) for s in split], dtype=bool)
+
+
+def picked_collectives(coll: Collectives, tables: np.ndarray) -> Collectives:
+    """The collectives of designs that run distinct tables (`tables`: [N] table of each
+    design), their per-table bytes and counts ([U, J]) picked per design ([N, J])."""
+    return dataclasses.replace(coll, **{f: getattr(coll, f)[tables] for f in ("nbytes", "count")
+                                        if np.ndim(getattr(coll, f)) >= 2})
 
 
 def chip_ops(table: OpTable, ex: Execution, stages_in_sequence: bool = True,

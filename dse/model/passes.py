@@ -17,6 +17,7 @@ compute and adds the pipeline bubble on the timed step. No I/O.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -26,7 +27,7 @@ from dse.model import reasons as codes
 from dse.model.batch import DesignBatch
 from dse.model.execution import Execution
 from dse.model.operators import ChipOps
-from dse.model.parallel import Collectives, chip_ops, collective_times
+from dse.model.parallel import Collectives, chip_ops, collective_times, picked_collectives
 from dse.model.placement import Footprint, Placement, place
 from dse.model.reasons import Reasons
 from dse.model.stages import Step, access, activation_bytes, fit_word, footprint, step, timed
@@ -62,11 +63,18 @@ class Pass:
 
 
 def run_pass(db: DesignBatch, table: OpTable, ex: Execution, *, in_sequence: bool,
-             precision: str, plugin: Plugin | None = None) -> Pass:
+             precision: str, plugin: Plugin | None = None,
+             tables: np.ndarray | None = None) -> Pass:
     """The pass of `table` split as `ex` over every design of `db`. `in_sequence`: one
     request crosses the pipeline stages in turn (a latency phase); `precision`: the
-    scenario's, for the reason a design has no rate for it."""
+    scenario's, for the reason a design has no rate for it. `tables`: [N] where `table`
+    holds the U distinct tables of designs that share a batch (lowered at each distinct
+    batch once): design n runs table tables[n], so the plan and the operators' working
+    sets are worked out per table and the kernel gathers them (ChipOps.rows)."""
     plug = plugin or Plugin()
+    if tables is not None and (plug.footprint or plug.collectives or plug.step):
+        raise ValueError("a planner's pass runs one table for every design, not distinct "
+                         "tables")
     ops, coll = chip_ops(table, ex, stages_in_sequence=in_sequence, own=True)
     if plug.collectives is not None:
         coll = plug.collectives(coll)
@@ -76,6 +84,10 @@ def run_pass(db: DesignBatch, table: OpTable, ex: Execution, *, in_sequence: boo
         fp, allowed = plug.footprint(table, ops, ws)
     else:
         fp = footprint(table, ops, ex, ws)
+    if tables is not None:  # each design's table picked; the operators keep the tables
+        ops, coll = dataclasses.replace(ops, rows=tables), picked_collectives(coll, tables)
+        ws = ws[tables] if ws.ndim == 2 else ws
+        fp = Footprint({k: v[tables] if np.ndim(v) else v for k, v in fp.bytes.items()})
     placed = place(db, fp, dict(allowed) if allowed is not None else None)
     acc = access(db, placed, fp, ops, ws, table.facts)
     st = step(db, ops, coll, timed(db, ops, acc, table.facts), collective_times(db, coll))

@@ -162,22 +162,29 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     tile = batch.one_tile()
     shape, r, w = ops.shape, ops.read, ops.written
     # Thread-block waves and the alignment rule scale the matrix rate ([N, I]; None: 1).
-    issue = issue_factor(batch, shape, dtypes, is_matrix, ops.kind)
+    # distinct tables (ChipOps.rows): design n runs table tables[n]; the operator
+    # quantities are gathered per block, and what holds over all tables is worked out once
+    tables = ops.rows
+    issue = issue_factor(batch, shape, dtypes, is_matrix, ops.kind, tables)
     gemms = Gemms.of(shape, tile, is_matrix, slots) if shape.ndim == 2 else None
-    dim_fields = [Field(f"dim{j}", shape[..., j], block) for j in range(3)]
-    classes = _Classes.of(r, w) if r.ndim == 2 and w.ndim == 2 else None
-    onchip_rows = None if ops.onchip.ndim == 2 else np.flatnonzero(ops.onchip != 0)
-    flops = Field("flops", ops.flops, block)
-    placed_fields = [(Field(f"r_{name}", r[..., c], block), Field(f"w_{name}", w[..., c], block))
+    dim_fields = [Field(f"dim{j}", shape[..., j], block, tables) for j in range(3)]
+    classes = _Classes.of(r, w) if (r.ndim == 2 and w.ndim == 2) or tables is not None \
+        else None
+    onchip_rows = None if ops.onchip.ndim == 2 and tables is None else \
+        np.flatnonzero(ops.onchip.any(axis=0) if ops.onchip.ndim == 2 else ops.onchip != 0)
+    flops = Field("flops", ops.flops, block, tables)
+    placed_fields = [(Field(f"r_{name}", r[..., c], block, tables),
+                      Field(f"w_{name}", w[..., c], block, tables))
                      for c, name, _ in PLACED_ROLES]
-    transient_fields = [(Field(f"r_{name}", r[..., c], block),
-                         Field(f"w_{name}", w[..., c], block)) for c, name, _ in TRANSIENT_ROLES]
-    onchip = Field("onchip", ops.onchip, block)
+    transient_fields = [(Field(f"r_{name}", r[..., c], block, tables),
+                         Field(f"w_{name}", w[..., c], block, tables))
+                        for c, name, _ in TRANSIENT_ROLES]
+    onchip = Field("onchip", ops.onchip, block, tables)
     act_home = np.asarray(act_home)
     sides = tile_sides(batch)
     bandwidth = np.ascontiguousarray(batch.bandwidth.T)  # [L, N]
     overhead_on = bool(np.any(batch.op_overhead)) and bool(np.any(ops.launches))
-    launches = Field("launches", ops.launches, block)
+    launches = Field("launches", ops.launches, block, tables)
 
     # The outputs are stored operator-major ([I, N], [L, I, N]), as the blocks compute them,
     # and handed on as their transposed views ([N, I], [N, I, L]): a block's rows are
@@ -200,7 +207,8 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         off_r.fill(0.0)
         on_r.fill(0.0)
         hit, code = work_rows(hit_work, n_ops, b), work_rows(code_work, n_ops, b)
-        gm = gemms or Gemms.of(shape[d], tile, is_matrix, slots)
+        gm = gemms or Gemms.of(shape[d] if tables is None else shape[tables[d]], tile,
+                               is_matrix, slots)
         cl = classes or _Classes.of(r[d] if r.ndim == 3 else r, w[d] if w.ndim == 3 else w)
         mixed = cl.mixed
         mixed_out = work_rows(mixed_work, len(mixed), b)

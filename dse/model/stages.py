@@ -22,7 +22,7 @@ from dse.model.distinct import distinct_rows
 from dse.model.execution import Execution
 from dse.model.hitrate import Table, shared_lru_hit_rates, tiered_shares
 from dse.model.kernel import best_shape_rates
-from dse.model.operators import A, ChipOps, G, OpTimes, take_rows
+from dse.model.operators import A, ChipOps, G, OpTimes, per_design, take_rows
 from dse.model.parallel import Collectives, collective_volume, resident_split
 from dse.model.performance import op_times
 from dse.model.placement import WORKSPACE, Footprint, Placement, cached_level
@@ -307,7 +307,8 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
     and the step's total time per design."""
     n = db.n
     nc = len(coll)
-    count = _joined(ops.count, coll.count, n)
+    op_count, op_flops = per_design(ops.count, ops.rows, 1), per_design(ops.flops, ops.rows, 1)
+    count = _joined(op_count, coll.count, n)
     # operator-major, as the kernel stores its times (performance._op_times)
     time = np.concatenate([t.time.T, np.transpose(t_coll)], axis=0).T
     per = spent(time, count)
@@ -315,7 +316,7 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
     no_link = ~np.all(np.isfinite(t_coll), axis=1)
     names = np.concatenate([ops.name, coll.name])
     _check_step_time(names, per, total, t.missing_rate | no_link)
-    link_bytes = np.zeros(np.shape(ops.count))  # operators send nothing over the links
+    link_bytes = np.zeros(np.shape(op_count))  # operators send nothing over the links
     if nc:
         volume = collective_volume(coll)
         if np.ndim(link_bytes) != np.ndim(volume):  # one side per design: both [N, .]
@@ -328,7 +329,7 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
         matrix=np.concatenate([ops.is_matrix, np.zeros(nc, dtype=bool)]),
         link_bytes=link_bytes,
         count=count,
-        flops=_joined(ops.flops, np.zeros(nc), n),
+        flops=_joined(op_flops, np.zeros(nc), n),
         traffic=t.traffic,
         compute=t.compute,
         time=time,

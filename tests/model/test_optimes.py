@@ -15,7 +15,7 @@ import pytest
 from conftest import op_times_calls, without_engine_limits
 
 import dse
-from dse.model.operators import KV, G, OpTimes, W
+from dse.model.operators import KV, G, OpTimes, W, expanded
 from dse.model.performance import op_times
 from dse.model.reference import reference_op_times
 
@@ -176,7 +176,8 @@ def _subset(inputs: tuple, rows: list[int]) -> tuple:
     """The op_times inputs of the operators `rows` only."""
     batch, ops, home, act_home = inputs
     sub = dataclasses.replace(ops, **{f.name: getattr(ops, f.name)[rows]
-                                      for f in dataclasses.fields(ops)})
+                                      for f in dataclasses.fields(ops)
+                                      if getattr(ops, f.name) is not None})
     return batch, sub, {k: v[:, rows] if v.ndim == 3 else v for k, v in home.items()}, \
         act_home[:, rows]
 
@@ -217,8 +218,10 @@ def _design(inputs: tuple, k: int) -> tuple:
             v = v[k:k + 1]
         one[f.name] = v
     one["n"] = 1
+    ops = expanded(ops)  # distinct tables (ChipOps.rows) given per design
     own = {f.name: getattr(ops, f.name)[k] if getattr(ops, f.name).ndim
-           > _OP_NDIM.get(f.name, 1) else getattr(ops, f.name) for f in dataclasses.fields(ops)}
+           > _OP_NDIM.get(f.name, 1) else getattr(ops, f.name) for f in dataclasses.fields(ops)
+           if getattr(ops, f.name) is not None}
     return (dataclasses.replace(batch, **one), dataclasses.replace(ops, **own),
             {c: h[k:k + 1] for c, h in home.items()}, act_home[k:k + 1])
 
@@ -256,6 +259,29 @@ def test_serve_max_matches_reference(chip, workload):
     assert ops.flops.ndim == 2 and ops.shape.ndim == 3
     assert len(np.unique(ops.flops, axis=0)) > 100  # the designs do run different operators
     _assert_same(op_times(*inputs), _reference_per_design(inputs))
+
+
+@pytest.mark.parametrize(("chip", "workload"), [("h100-sxm", "llama3-8b"),
+                                                ("a100-sxm-80gb", "mixtral-8x7b")])
+def test_distinct_tables_match_per_design_operators(chip, workload):
+    """Designs that share batches run the distinct tables lowered once per batch
+    (ChipOps.rows): the times, terms, traffic and bounds are those of the same operators
+    given per design, bit for bit, and the reference's design by design."""
+    spec = dse.load_hardware(chip)
+    last = len(spec.memory) - 1
+    overrides = _overrides(chip, 300) or {}
+    overrides[f"memory[{last}].capacity"] = spec.memory[last].capacity * \
+        np.random.default_rng(3).choice([0.4, 0.7, 1.0, 1.6, 2.5], 300)
+    calls = op_times_calls(lambda: dse.evaluate(
+        spec, without_engine_limits(dse.load_workload(workload)), phase="serve", batch="max",
+        seq_in=1024, seq_out=128, precision="fp8", overrides=overrides))
+    batch, ops, home, act_home = calls[0]
+    assert ops.rows is not None and ops.flops.shape[0] <= 5 < batch.n  # tables, not designs
+    got = op_times(batch, ops, home, act_home)
+    plain = op_times(batch, expanded(ops), home, act_home)
+    for f in dataclasses.fields(OpTimes):
+        np.testing.assert_array_equal(getattr(got, f.name), getattr(plain, f.name), f.name)
+    _assert_same(got, _reference_per_design(calls[0]))
 
 
 @pytest.fixture(scope="module")

@@ -156,10 +156,12 @@ def _issue_of_tables(batch: DesignBatch, shape: np.ndarray, dtypes: list[str],
                      ) -> np.ndarray | None:
     """issue_factor of designs running distinct tables: computed for each distinct (table,
     units, alignment rule and slowdown) once, then picked per design."""
-    key = np.zeros(len(tables), dtype=np.int64)
-    for col in (tables, batch.units, batch.align_bytes, batch.align_slowdown):
-        values, code = np.unique(np.nan_to_num(np.asarray(col, dtype=float), nan=-1.0),
-                                 return_inverse=True)
+    key = np.asarray(tables, dtype=np.int64)
+    for col in (batch.units, batch.align_bytes, batch.align_slowdown):
+        col = np.nan_to_num(np.asarray(col, dtype=float), nan=-1.0)
+        if (col == col[0]).all():
+            continue  # the same for every design: no part of the key
+        values, code = np.unique(col, return_inverse=True)
         _, key = np.unique(key * len(values) + code.ravel(), return_inverse=True)
         key = key.ravel().astype(np.int64)  # (< N: no product overflows)
     pairs, inverse = np.unique(key, return_inverse=True)

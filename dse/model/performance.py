@@ -167,6 +167,9 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     tables = ops.rows
     issue = issue_factor(batch, shape, dtypes, is_matrix, ops.kind, tables)
     gemms = Gemms.of(shape, tile, is_matrix, slots) if shape.ndim == 2 else None
+    # over the distinct tables: a dimension the same in all of them is fixed for every block
+    of_tables = Gemms.of(shape, tile, is_matrix, slots) if gemms is None and \
+        tables is not None else None
     dim_fields = [Field(f"dim{j}", shape[..., j], block, tables) for j in range(3)]
     classes = _Classes.of(r, w) if (r.ndim == 2 and w.ndim == 2) or tables is not None \
         else None
@@ -207,8 +210,12 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         off_r.fill(0.0)
         on_r.fill(0.0)
         hit, code = work_rows(hit_work, n_ops, b), work_rows(code_work, n_ops, b)
-        gm = gemms or Gemms.of(shape[d] if tables is None else shape[tables[d]], tile,
-                               is_matrix, slots)
+        if gemms is not None:
+            gm = gemms
+        elif of_tables is not None:
+            gm = dataclasses.replace(of_tables, dequant=of_tables.dequant[:, tables[d]])
+        else:
+            gm = Gemms.of(shape[d], tile, is_matrix, slots)
         cl = classes or _Classes.of(r[d] if r.ndim == 3 else r, w[d] if w.ndim == 3 else w)
         mixed = cl.mixed
         mixed_out = work_rows(mixed_work, len(mixed), b)

@@ -18,6 +18,16 @@ from dse.spec.vocabulary import Term, canonical, convert
 _FIXED = ("technology.as_built.", "technology.package.")
 
 
+def same(value: float, n: int) -> np.ndarray:
+    """[N] `value` for every design, read-only: a broadcast view (no [N] array) for many
+    designs, a small array for a few (cheaper to make than a view)."""
+    if n > 64:
+        return np.broadcast_to(np.float64(value), (n,))
+    out = np.full(n, value)
+    out.flags.writeable = False
+    return out
+
+
 class Values:
     """The overrides of one batch: reads a path's N values (an override, else the spec's
     value) and remembers which overrides were read, so none is silently ignored."""
@@ -47,6 +57,7 @@ class Values:
                 self.per_cycle.add(path)
             self.parsed[path] = convert(path, term, value, 1.0 if any(cyc) else clock0)
             _in_range(path, term, self.parsed[path])
+            self.parsed[path].flags.writeable = False  # read by every design's field
         sizes = {a.size for a in self.parsed.values() if a.size != 1}
         if len(sizes) > 1:
             raise DseError("overrides have different lengths "
@@ -69,13 +80,13 @@ class Values:
         gives it per cycle."""
         if path in self.parsed:
             self.read.add(path)
-            out = np.broadcast_to(self.parsed[path].ravel(), (self.n,))
+            given = self.parsed[path].ravel()
+            out = given if given.size == self.n else np.broadcast_to(given, (self.n,))
             if out.dtype != np.float64:
                 out = out.astype(float)
             return out * self.clock if path in self.per_cycle else out
-        # a read-only view: one value for every design costs no [N] array
-        out = np.broadcast_to(np.float64(np.nan if default is None else default), (self.n,))
-        if path in self.spec.per_cycle and "compute.clock" in self.parsed:
+        out = same(np.nan if default is None else float(default), self.n)
+        if "compute.clock" in self.parsed and path in self.spec.per_cycle:
             out = out * self.clock_ratio
         return out
 

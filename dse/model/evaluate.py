@@ -62,6 +62,7 @@ from dse.model.results import Evaluation
 from dse.model.stages import (
     METRICS,
     Step,
+    row_major,
 )
 from dse.spec.hardware import HardwareSpec
 from dse.spec.technology import TechSpec
@@ -248,6 +249,7 @@ def _operating_point(db: DesignBatch,
         return out.step
 
     def moved(st: Step) -> tuple[np.ndarray, np.ndarray]:
+        st = row_major(st)
         e = step_energy(db, tech, st.precision, st.matrix, st.count, st.flops, st.traffic,
                         st.link_bytes)
         return e.memory.sum(axis=1) + e.links, np.einsum("nj,nj->n", st.count, st.flops)

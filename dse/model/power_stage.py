@@ -17,7 +17,7 @@ from dse.model.batch import DesignBatch, design_batch
 from dse.model.cost import cost
 from dse.model.power import StepEnergy, chip_power, step_energy, step_terms
 from dse.model.reasons import Reasons
-from dse.model.stages import Step
+from dse.model.stages import Step, row_major
 from dse.spec.technology import TechSpec
 from dse.spec.workload import Scenario
 from dse.workloads.serving import engine_of
@@ -54,6 +54,7 @@ def with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dic
     """Metrics with power and energy added and the clock a TDP allows (stage `power`); see
     dse.model.power, dse.model.operating_point and dse.model.area. `operating_point`
     calibrates a chip whose file states no energies (its own file, one design)."""
+    st = row_major(st)  # sums in the order one design's give (stages.row_major)
     die = area(db, tech, reticle=reticle)
     static_w = static_power(tech, die)
     calibrated, active = None, np.nan_to_num(db.active_per_unit, nan=0.0)

@@ -292,6 +292,21 @@ def _check_step_time(names: np.ndarray, per: np.ndarray, total: np.ndarray,
                              f"first non-finite: {names[j]}, {per[i, j]} s")
 
 
+def row_sums(a: np.ndarray) -> np.ndarray:
+    """[N] the sums over the last axis of [N, J], each added in the order of one design's
+    contiguous row: numpy sums a strided axis in another order, and the operator-major
+    arrays the kernel hands on are strided over operators for N > 1 designs but not for
+    one, so a design's total would depend on the designs evaluated beside it."""
+    return np.ascontiguousarray(a).sum(axis=-1)
+
+
+def row_major(st: Step) -> Step:
+    """`st` with its per-design operator arrays in row-major order (see `row_sums`): for a
+    stage that reduces them over operators (power, energy)."""
+    return dataclasses.replace(st, **{f: np.ascontiguousarray(getattr(st, f)) for f in (
+        "count", "flops", "traffic", "compute", "time")})
+
+
 def _joined(per_op: np.ndarray, per_coll: np.ndarray, n: int) -> np.ndarray:
     """[N, I + C] the operators' then the collectives' values: a read-only broadcast of one
     row where both are the same for every design (no [N, I + C] copy)."""
@@ -312,7 +327,7 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
     # operator-major, as the kernel stores its times (performance._op_times)
     time = np.concatenate([t.time.T, np.transpose(t_coll)], axis=0).T
     per = spent(time, count)
-    total = per.sum(axis=1)
+    total = row_sums(per)
     no_link = ~np.all(np.isfinite(t_coll), axis=1)
     names = np.concatenate([ops.name, coll.name])
     _check_step_time(names, per, total, t.missing_rate | no_link)

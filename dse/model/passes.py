@@ -61,16 +61,38 @@ class Pass:
     precision, or must communicate without links (worded when read)."""
 
 
+@dataclass(frozen=True)
+class Plan:
+    """The design-independent start of a pass (stage `plan`): the operators one chip runs,
+    the step's collectives (the plug-in's included) and each operator's activation working
+    set, [I] bytes. A planner that runs one table in many calls keeps it (read-only)."""
+
+    ops: ChipOps
+    coll: Collectives
+    ws: np.ndarray
+
+
+def plan_pass(table: OpTable, ex: Execution, *, in_sequence: bool,
+              collectives: Callable[[Collectives], Collectives] | None = None,
+              owned: bool = True) -> Plan:
+    """The `plan` stage of `table` split as `ex`, with the plug-in's `collectives`. `owned`:
+    the table is the caller's to split in place (False: a kept table, copied first)."""
+    ops, coll = chip_ops(table, ex, stages_in_sequence=in_sequence, own=owned)
+    if collectives is not None:
+        coll = collectives(coll)
+    return Plan(ops=ops, coll=coll, ws=activation_bytes(ops))
+
+
 def run_pass(db: DesignBatch, table: OpTable, ex: Execution, *, in_sequence: bool,
-             precision: str, plugin: Plugin | None = None) -> Pass:
+             precision: str, plugin: Plugin | None = None, plan: Plan | None = None) -> Pass:
     """The pass of `table` split as `ex` over every design of `db`. `in_sequence`: one
     request crosses the pipeline stages in turn (a latency phase); `precision`: the
-    scenario's, for the reason a design has no rate for it."""
+    scenario's, for the reason a design has no rate for it; `plan`: the table's `plan_pass`
+    (the plug-in's collectives in it) where the caller kept it."""
     plug = plugin or Plugin()
-    ops, coll = chip_ops(table, ex, stages_in_sequence=in_sequence, own=True)
-    if plug.collectives is not None:
-        coll = plug.collectives(coll)
-    ws = activation_bytes(ops)
+    if plan is None:
+        plan = plan_pass(table, ex, in_sequence=in_sequence, collectives=plug.collectives)
+    ops, coll, ws = plan.ops, plan.coll, plan.ws
     allowed: Mapping[str, tuple[str, ...]] | None = None
     if plug.footprint is not None:
         fp, allowed = plug.footprint(table, ops, ws)

@@ -24,12 +24,13 @@ import numpy as np
 
 from dse.model import reasons as codes
 from dse.model.batch import DesignBatch
+from dse.model.distinct_ops import same_as, timed_distinct
 from dse.model.execution import Execution
 from dse.model.operators import ChipOps
 from dse.model.parallel import Collectives, chip_ops, collective_times
 from dse.model.placement import Footprint, Placement, place
 from dse.model.reasons import Reasons
-from dse.model.stages import Step, access, activation_bytes, fit_word, footprint, step, timed
+from dse.model.stages import Step, access, activation_bytes, fit_word, footprint, step
 from dse.workloads.optable import OpTable
 
 
@@ -70,17 +71,22 @@ class Plan:
     ops: ChipOps
     coll: Collectives
     ws: np.ndarray
+    same: np.ndarray | None = None
+    """[I] the operator each one is timed as (distinct_ops.same_as); None: each itself."""
 
 
 def plan_pass(table: OpTable, ex: Execution, *, in_sequence: bool,
               collectives: Callable[[Collectives], Collectives] | None = None,
-              owned: bool = True) -> Plan:
+              owned: bool = True, distinct: bool = False) -> Plan:
     """The `plan` stage of `table` split as `ex`, with the plug-in's `collectives`. `owned`:
-    the table is the caller's to split in place (False: a kept table, copied first)."""
+    the table is the caller's to split in place (False: a kept table, copied first);
+    `distinct`: find the operators the kernel cannot tell apart, to time them once (worth it
+    where the plan is kept for many passes)."""
     ops, coll = chip_ops(table, ex, stages_in_sequence=in_sequence, own=owned)
     if collectives is not None:
         coll = collectives(coll)
-    return Plan(ops=ops, coll=coll, ws=activation_bytes(ops))
+    return Plan(ops=ops, coll=coll, ws=activation_bytes(ops),
+                same=same_as(ops, table.facts) if distinct else None)
 
 
 def run_pass(db: DesignBatch, table: OpTable, ex: Execution, *, in_sequence: bool,
@@ -100,7 +106,8 @@ def run_pass(db: DesignBatch, table: OpTable, ex: Execution, *, in_sequence: boo
         fp = footprint(table, ops, ex, ws)
     placed = place(db, fp, dict(allowed) if allowed is not None else None)
     acc = access(db, placed, fp, ops, ws, table.facts)
-    st = step(db, ops, coll, timed(db, ops, acc, table.facts), collective_times(db, coll))
+    st = step(db, ops, coll, timed_distinct(db, ops, acc, table.facts, plan.same),
+              collective_times(db, coll))
     if plug.step is not None:
         st = plug.step(st)
     reasons = Reasons.none(db.n).first(~placed.feasible & (placed.short > 0),

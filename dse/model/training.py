@@ -58,7 +58,7 @@ from dse.model.stages import (
     Step,
 )
 from dse.model.training_cache import Setup, model_flops, planned
-from dse.model.training_plugins import overlapped, with_extra
+from dse.model.training_plugins import training_step
 from dse.spec.workload import Scenario, TransformerSpec
 from dse.workloads.training import TRAINING_PRECISIONS
 
@@ -187,7 +187,7 @@ def _one(db: DesignBatch, sc: Scenario, ex: Execution,
             allowed["weights"] = (ex.offload.to,)
     plugin = Plugin(  # the collectives are in the kept plan (setup.plan)
         footprint=lambda table, ops, ws: (fp, allowed),
-        step=lambda st: with_extra(overlapped(st, m), db, run_as, st.ops, m))
+        step=lambda st: training_step(st, db, run_as, m))
     ran = run_pass(db, table, ex, in_sequence=phases.get(sc.phase).in_sequence,
                    precision=sc.precision, plugin=plugin, plan=setup.plan)
     st, placed = ran.step, ran.placement
@@ -259,9 +259,11 @@ def _assemble(parts: list[tuple[TrainingRun, np.ndarray, np.ndarray]], n: int
     s0 = rs[0].step
     fields: list[str] = ["count", "flops", "traffic", "compute", "time", "bound", "total",
                          "missing_rate", "no_link"]
-    if np.ndim(s0.link_bytes) == 2:
-        fields.append("link_bytes")
     step_fields: dict[str, Any] = {f: pick([getattr(r.step, f) for r in rs]) for f in fields}
+    sent = [r.step.link_bytes for r in rs]  # [J] per setup (its collectives' sizes), or [N, J]
+    if any(np.ndim(x) == 2 or not np.array_equal(x, sent[0]) for x in sent):
+        step_fields["link_bytes"] = pick([np.broadcast_to(x, (r.feasible.size, np.shape(x)[-1]))
+                                          for x, r in zip(sent, rs, strict=True)])
     placed: dict[str, Any] = {f: pick([getattr(r.placement, f) for r in rs])
                               for f in ("fraction", "used", "short")}
     reason = Reasons.concatenate([r.reason.take(rows) for r, _, rows in parts]) \

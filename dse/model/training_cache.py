@@ -129,6 +129,7 @@ def _setup(p: Planned, i: int) -> Setup:
     done = float(np.sum(table.flops * table.count * (table.stage != "optimizer")))
     m = float(memory.microbatches)
     plan = plan_pass(table, ex, in_sequence=phases.get(sc.phase).in_sequence, owned=False,
+                     distinct=True,
                      collectives=lambda coll: training_collectives(coll, p.wl, sc_c, run_as, m))
     return Setup(choice=c, execution=run_as, scenario=sc_c, table=table, memory=memory,
                  counted=model_flops(table, p.wl, float(sc.seq_in)), done=done,

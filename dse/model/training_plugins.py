@@ -124,13 +124,22 @@ def times_by_stage(st: Step) -> dict[str, np.ndarray]:
             for s in ("forward", "recompute", "backward")}
 
 
-def overlapped(st: Step, m: float) -> Step:
+def training_step(st: Step, db: DesignBatch, ex: Execution, m: float) -> Step:
+    """The timed step as training runs it: collectives overlapped with compute, then the
+    bubble and compression columns (`overlapped`, `with_extra`), the operators' time per
+    stage worked out once for both (the overlap changes collectives' times only)."""
+    per_stage = times_by_stage(st)
+    return with_extra(overlapped(st, m, per_stage), db, ex, st.ops, m, per_stage)
+
+
+def overlapped(st: Step, m: float, per_stage: dict[str, np.ndarray] | None = None) -> Step:
     """Collectives hidden under compute show only their excess (see the module docstring):
     the data-parallel gradient reduction under the last micro-batch's backward, the
     parameter all-gather under the first micro-batch's forward, ZeRO-3's gathers under the
     micro-batch they serve, and context parallelism's K and V exchange under the layer's
-    attention (ring attention passes the blocks while it computes on the ones it has)."""
-    per_stage = times_by_stage(st)
+    attention (ring attention passes the blocks while it computes on the ones it has).
+    `per_stage`: `times_by_stage(st)` where the caller has it."""
+    per_stage = times_by_stage(st) if per_stage is None else per_stage
     fwd, bwd = per_stage["forward"] / m, per_stage["backward"] / m
     ops = len(st.ops.name)
 
@@ -151,19 +160,24 @@ def overlapped(st: Step, m: float) -> Step:
         "parameter_prefetch": lambda: (fwd + bwd) / 2.0,
         "context_kv_gather": lambda: attention("forward"),
         "context_kv_scatter": lambda: attention("backward")}
-    time = st.time.copy()
+    time = st.time
     for role, window in windows.items():
         cols = np.flatnonzero(st.of_role(role))
         cols = cols[cols >= ops]
         if cols.size:
             hidden = window()
+            time = st.time.copy() if time is st.time else time
             time[:, cols] = np.maximum(time[:, cols] - hidden[:, None], 0.0)
+    if time is st.time:  # nothing overlaps: the step as it was (its total the same sum)
+        return st
     return dataclasses.replace(st, time=time, total=spent(time, st.count).sum(axis=1))
 
 
-def with_extra(st: Step, db: DesignBatch, ex: Execution, ops: ChipOps, m: float) -> Step:
-    """The pipeline bubble and the activations' compression as two more columns."""
-    compute = sum(times_by_stage(st).values())
+def with_extra(st: Step, db: DesignBatch, ex: Execution, ops: ChipOps, m: float,
+               per_stage: dict[str, np.ndarray] | None = None) -> Step:
+    """The pipeline bubble and the activations' compression as two more columns.
+    `per_stage`: `times_by_stage(st)` where the caller has it."""
+    compute = sum((times_by_stage(st) if per_stage is None else per_stage).values())
     bubble = (ex.pp - 1) / ((ex.virtual_stages or 1) * m) * compute if ex.pp > 1 else \
         np.zeros(db.n)
     squeeze = np.zeros(db.n)
@@ -180,8 +194,8 @@ def with_extra(st: Step, db: DesignBatch, ex: Execution, ops: ChipOps, m: float)
         st, names=np.concatenate([st.names, np.array(list(extra), dtype=object)]),
         precision=np.concatenate([st.precision, np.array(["", "fp32"], dtype=object)]),
         matrix=np.concatenate([st.matrix, np.zeros(2, dtype=bool)]),
-        link_bytes=np.concatenate([np.broadcast_to(st.link_bytes, (n, len(st.names))),
-                                   np.zeros((n, 2))], axis=1),
+        link_bytes=np.concatenate([st.link_bytes, np.zeros((*np.shape(st.link_bytes)[:-1], 2))],
+                                  axis=-1),
         count=np.concatenate([st.count, np.ones((n, 2))], axis=1),
         flops=np.concatenate([st.flops, np.zeros((n, 1)),
                               (ex.compression.flops_per_byte if ex.compression else 0.0)

@@ -213,3 +213,20 @@ def test_one_call_of_many_designs_gives_each_what_it_alone_gets(l8):
         assert one.training is not None
         for k in many.training:
             assert _same(many.training[k][i:i + 1], one.training[k]), k
+
+
+def test_distinct_rows_of_repeated_counts_equal_each_count_alone():
+    """DLRM training's sparse update: the distinct rows among each design's hottest rows,
+    worked out once per distinct count, equal each count's own sum, to the bit."""
+    from dse.model.distinct import distinct_rows
+    rng = np.random.default_rng(2)
+    hottest = rng.choice([0.0, 1e3, 2.5e5, 4e6, 1e7], size=(500, 3))
+    hottest[7, 1] = rng.uniform(0, 1e7)
+    many = distinct_rows(1e7, 1.05, 6.5e5, hottest)
+    assert many.shape == hottest.shape
+    for i, j in [(0, 0), (7, 1), (499, 2), (123, 1)]:
+        alone = distinct_rows(np.full(1, 1e7), 1.05, 6.5e5, hottest[i, j:j + 1])
+        assert _same(many[i, j:j + 1], alone)
+    per_design = distinct_rows(np.full(500, 1e7), 1.05, np.full(500, 6.5e5),
+                               hottest[:, 0])  # a table per design: no sharing
+    assert _same(per_design, many[:, 0])

@@ -187,7 +187,7 @@ def _one(db: DesignBatch, sc: Scenario, ex: Execution,
             allowed["weights"] = (ex.offload.to,)
     plugin = Plugin(  # the collectives are in the kept plan (setup.plan)
         footprint=lambda table, ops, ws: (fp, allowed),
-        step=lambda st: training_step(st, db, run_as, m))
+        step=lambda st: training_step(st, db, run_as, m, setup.counts))
     ran = run_pass(db, table, ex, in_sequence=phases.get(sc.phase).in_sequence,
                    precision=sc.precision, plugin=plugin, plan=setup.plan)
     st, placed = ran.step, ran.placement

@@ -69,6 +69,9 @@ class Setup:
     done: float
     plan: Plan
     """The pass's `plan` stage, the training collectives included (dse.model.passes)."""
+    counts: np.ndarray | None
+    """[J] repeats of the step's operators and collectives, the same for every design (None
+    where they differ by design)."""
 
 
 @dataclass
@@ -131,9 +134,11 @@ def _setup(p: Planned, i: int) -> Setup:
     plan = plan_pass(table, ex, in_sequence=phases.get(sc.phase).in_sequence, owned=False,
                      distinct=True,
                      collectives=lambda coll: training_collectives(coll, p.wl, sc_c, run_as, m))
+    one = plan.ops.count.ndim == 1 and plan.coll.count.ndim == 1
+    counts = np.concatenate([plan.ops.count, plan.coll.count]).astype(float) if one else None
     return Setup(choice=c, execution=run_as, scenario=sc_c, table=table, memory=memory,
                  counted=model_flops(table, p.wl, float(sc.seq_in)), done=done,
-                 plan=_frozen(plan))
+                 plan=_frozen(plan), counts=_frozen(counts))
 
 
 def _frozen(x: Any) -> Any:

@@ -115,31 +115,44 @@ def training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scenario,
     return collectives_of(names, kinds, stages, groups, sizes, counts, roles)
 
 
-def times_by_stage(st: Step) -> dict[str, np.ndarray]:
+def _spent(time: np.ndarray, count: np.ndarray, row: np.ndarray | None) -> np.ndarray:
+    """stages.spent(time, count), from `row` ([J]) where every design's counts are that row:
+    the same products, without reading the [N, J] counts."""
+    if row is None:
+        return spent(time, count)
+    with np.errstate(invalid="ignore"):
+        return np.where(row > 0, time * row, 0.0)
+
+
+def times_by_stage(st: Step, row: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """[N] time of the step's operators of each stage (forward, recompute, backward), the
-    operators' time over their repeats worked out once for all three."""
+    operators' time over their repeats worked out once for all three. `row`: [J] the
+    step's counts where they are the same for every design."""
     i = len(st.ops.name)
-    ran = spent(st.time[:, :i], st.count[:, :i])
+    ran = _spent(st.time[:, :i], st.count[:, :i], None if row is None else row[:i])
     return {s: np.where(st.ops.stage == s, ran, 0.0).sum(axis=1)
             for s in ("forward", "recompute", "backward")}
 
 
-def training_step(st: Step, db: DesignBatch, ex: Execution, m: float) -> Step:
+def training_step(st: Step, db: DesignBatch, ex: Execution, m: float,
+                  row: np.ndarray | None = None) -> Step:
     """The timed step as training runs it: collectives overlapped with compute, then the
     bubble and compression columns (`overlapped`, `with_extra`), the operators' time per
-    stage worked out once for both (the overlap changes collectives' times only)."""
-    per_stage = times_by_stage(st)
-    return with_extra(overlapped(st, m, per_stage), db, ex, st.ops, m, per_stage)
+    stage worked out once for both (the overlap changes collectives' times only). `row`:
+    [J] the step's counts where they are the same for every design (None: per design)."""
+    per_stage = times_by_stage(st, row)
+    return with_extra(overlapped(st, m, per_stage, row), db, ex, st.ops, m, per_stage)
 
 
-def overlapped(st: Step, m: float, per_stage: dict[str, np.ndarray] | None = None) -> Step:
+def overlapped(st: Step, m: float, per_stage: dict[str, np.ndarray] | None = None,
+               row: np.ndarray | None = None) -> Step:
     """Collectives hidden under compute show only their excess (see the module docstring):
     the data-parallel gradient reduction under the last micro-batch's backward, the
     parameter all-gather under the first micro-batch's forward, ZeRO-3's gathers under the
     micro-batch they serve, and context parallelism's K and V exchange under the layer's
     attention (ring attention passes the blocks while it computes on the ones it has).
-    `per_stage`: `times_by_stage(st)` where the caller has it."""
-    per_stage = times_by_stage(st) if per_stage is None else per_stage
+    `per_stage`: `times_by_stage(st)` where the caller has it; `row`: as there."""
+    per_stage = times_by_stage(st, row) if per_stage is None else per_stage
     fwd, bwd = per_stage["forward"] / m, per_stage["backward"] / m
     ops = len(st.ops.name)
 
@@ -170,7 +183,7 @@ def overlapped(st: Step, m: float, per_stage: dict[str, np.ndarray] | None = Non
             time[:, cols] = np.maximum(time[:, cols] - hidden[:, None], 0.0)
     if time is st.time:  # nothing overlaps: the step as it was (its total the same sum)
         return st
-    return dataclasses.replace(st, time=time, total=spent(time, st.count).sum(axis=1))
+    return dataclasses.replace(st, time=time, total=_spent(time, st.count, row).sum(axis=1))
 
 
 def with_extra(st: Step, db: DesignBatch, ex: Execution, ops: ChipOps, m: float,

@@ -47,12 +47,12 @@ def timed_distinct(db: DesignBatch, ops: ChipOps, acc: Access, facts: Facts,
     if same is None:
         return timed(db, ops, acc, facts)
     same = same.copy()
-    for j in np.flatnonzero(same != np.arange(len(same))):
-        k = same[j]
-        if not (np.array_equal(acc.act_home[:, j], acc.act_home[:, k])
-                and all(h.ndim != 3 or np.array_equal(h[:, j], h[:, k])
-                        for h in acc.home.values())):
-            same[j] = j
+    twins = np.flatnonzero(same != np.arange(len(same)))
+    apart = ~(acc.act_home[:, twins] == acc.act_home[:, same[twins]]).all(axis=0)
+    for h in acc.home.values():
+        if h.ndim == 3:  # shares that differ by operator
+            apart |= ~(h[:, twins] == h[:, same[twins]]).all(axis=(0, 2))
+    same[twins[apart]] = twins[apart]
     keep = np.flatnonzero(same == np.arange(len(same)))
     if keep.size == len(same):
         return timed(db, ops, acc, facts)
@@ -60,6 +60,6 @@ def timed_distinct(db: DesignBatch, ops: ChipOps, acc: Access, facts: Facts,
         home={c: h[:, keep] if h.ndim == 3 else h for c, h in acc.home.items()},
         act_home=acc.act_home[:, keep]), facts)
     at = np.searchsorted(keep, same)  # each operator's column among the timed ones
-    return OpTimes(time=part.time[:, at], compute=part.compute[:, at],
-                   traffic=part.traffic[:, at], bound=part.bound[:, at],
-                   missing_rate=part.missing_rate)
+    return OpTimes(time=np.take(part.time, at, axis=1), compute=np.take(part.compute, at, axis=1),
+                   traffic=np.take(part.traffic, at, axis=1),
+                   bound=np.take(part.bound, at, axis=1), missing_rate=part.missing_rate)

@@ -215,7 +215,7 @@ def _one(db: DesignBatch, sc: Scenario, ex: Execution,
     reasons = ran.reasons
     feasible = ~reasons.any & np.isfinite(total)
     n = db.n
-    setup = {"micro_batch": np.full(n, float(c.micro_batch)),
+    chosen = {"micro_batch": np.full(n, float(c.micro_batch)),
              "microbatches": np.full(n, m), "zero": np.full(n, float(c.zero)),
              "recompute": np.full(n, c.recompute, dtype=object),
              "sequence_parallel": np.full(n, c.sequence_parallel),
@@ -224,7 +224,7 @@ def _one(db: DesignBatch, sc: Scenario, ex: Execution,
         "parameters", "gradients", "optimizer_state", "activations", "temporary", "total",
         "offloaded")}
     return TrainingRun(step=st, placement=placed, feasible=feasible, reason=reasons,
-                       metrics=metrics, setup=setup, memory=memory)
+                       metrics=metrics, setup=chosen, memory=memory)
 
 
 def _fast_levels(db: DesignBatch) -> list[int]:

@@ -105,7 +105,7 @@ def planned(wl: TransformerSpec, sc: Scenario, ex: Execution) -> Planned:
         _ENTRIES.move_to_end(key)
         return hit
     wl, sc = wl.model_copy(deep=True), sc.model_copy(deep=True)
-    cands = choices(ex, int(sc.batch), wl.layers)  # type: ignore[arg-type]
+    cands = choices(ex, int(sc.batch), wl.layers)
     entry = Planned(wl=wl, sc=sc, ex=ex, choices=cands,
                     memory=_frozen(plan_training_memory(wl, plan_of(sc, ex, cands))))
     _ENTRIES[key] = entry

@@ -26,7 +26,7 @@ from dse.model import reasons as codes
 from dse.model.batch import DesignBatch
 from dse.model.distinct_ops import same_as, timed_distinct
 from dse.model.execution import Execution
-from dse.model.operators import ChipOps
+from dse.model.operators import ChipOps, OpTimes
 from dse.model.parallel import Collectives, chip_ops, collective_times
 from dse.model.placement import Footprint, Placement, place
 from dse.model.reasons import Reasons
@@ -46,6 +46,9 @@ class Plugin:
     """The plan's collectives -> the step's (more collectives, other counts)."""
     step: Callable[[Step], Step] | None = None
     """The timed step -> the step as it runs (overlap, idle time)."""
+    join: Callable[[OpTimes, np.ndarray], Step] | None = None
+    """(operator times, [N, C] collective times) -> the step as it runs: the `step` stage
+    and the `step` hook in one, where a planner does both faster."""
 
 
 @dataclass(frozen=True)
@@ -106,10 +109,13 @@ def run_pass(db: DesignBatch, table: OpTable, ex: Execution, *, in_sequence: boo
         fp = footprint(table, ops, ex, ws)
     placed = place(db, fp, dict(allowed) if allowed is not None else None)
     acc = access(db, placed, fp, ops, ws, table.facts)
-    st = step(db, ops, coll, timed_distinct(db, ops, acc, table.facts, plan.same),
-              collective_times(db, coll))
-    if plug.step is not None:
-        st = plug.step(st)
+    t = timed_distinct(db, ops, acc, table.facts, plan.same)
+    if plug.join is not None:
+        st = plug.join(t, collective_times(db, coll))
+    else:
+        st = step(db, ops, coll, t, collective_times(db, coll))
+        if plug.step is not None:
+            st = plug.step(st)
     reasons = Reasons.none(db.n).first(~placed.feasible & (placed.short > 0),
                                        fit_word(db, fp, placed.short), code=codes.MEMORY,
                                        amount=placed.short)

@@ -58,6 +58,7 @@ from dse.model.stages import (
     Step,
 )
 from dse.model.training_cache import Setup, model_flops, planned
+from dse.model.training_join import joined
 from dse.model.training_plugins import training_step
 from dse.spec.workload import Scenario, TransformerSpec
 from dse.workloads.training import TRAINING_PRECISIONS
@@ -185,9 +186,12 @@ def _one(db: DesignBatch, sc: Scenario, ex: Execution,
             allowed["optimizer_state"] = (ex.offload.to,)
         if ex.offload.parameters:
             allowed["weights"] = (ex.offload.to,)
+    row, ops, coll = setup.counts, setup.plan.ops, setup.plan.coll
     plugin = Plugin(  # the collectives are in the kept plan (setup.plan)
         footprint=lambda table, ops, ws: (fp, allowed),
-        step=lambda st: training_step(st, db, run_as, m, setup.counts))
+        step=lambda st: training_step(st, db, run_as, m, row),
+        join=None if row is None else
+        lambda t, t_coll: joined(db, ops, coll, t, t_coll, run_as, m, row))
     ran = run_pass(db, table, ex, in_sequence=phases.get(sc.phase).in_sequence,
                    precision=sc.precision, plugin=plugin, plan=setup.plan)
     st, placed = ran.step, ran.placement

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -32,6 +32,8 @@ from dse.workloads.common import PRECISIONS
 from dse.workloads.optable import DTYPE_BYTES, TENSOR_CLASSES
 from dse.workloads.training import TRAINING_PRECISIONS, state_bytes
 
+# The stages of a training step's operators, in the order their times are summed.
+STAGES = ("forward", "recompute", "backward")
 # The operator kinds of a layer's attention core, under which ring attention passes its K
 # and V blocks (the context-parallel exchange's overlap window).
 ATTENTION_CORE = ("attention_score", "softmax", "attention_value")
@@ -130,8 +132,7 @@ def times_by_stage(st: Step, row: np.ndarray | None = None) -> dict[str, np.ndar
     step's counts where they are the same for every design."""
     i = len(st.ops.name)
     ran = _spent(st.time[:, :i], st.count[:, :i], None if row is None else row[:i])
-    return {s: np.where(st.ops.stage == s, ran, 0.0).sum(axis=1)
-            for s in ("forward", "recompute", "backward")}
+    return {s: np.where(st.ops.stage == s, ran, 0.0).sum(axis=1) for s in STAGES}
 
 
 def training_step(st: Step, db: DesignBatch, ex: Execution, m: float,
@@ -153,53 +154,58 @@ def overlapped(st: Step, m: float, per_stage: dict[str, np.ndarray] | None = Non
     attention (ring attention passes the blocks while it computes on the ones it has).
     `per_stage`: `times_by_stage(st)` where the caller has it; `row`: as there."""
     per_stage = times_by_stage(st, row) if per_stage is None else per_stage
-    fwd, bwd = per_stage["forward"] / m, per_stage["backward"] / m
-    ops = len(st.ops.name)
+    time = st.time.copy()
+    if not hide(time, st.ops, st.role, m, per_stage):  # the step as it was (the same total)
+        return st
+    return dataclasses.replace(st, time=time, total=_spent(time, st.count, row).sum(axis=1))
+
+
+def hide(time: np.ndarray, ops: ChipOps, role: np.ndarray | None, m: float,
+         per_stage: Mapping[str, np.ndarray]) -> bool:
+    """Each overlapped collective's time in `time` ([N, J]: the operators', then the
+    collectives' columns; `role` [J]) cut to its excess over its window, in place (see
+    `overlapped`); whether any collective has a window."""
+    i = len(ops.name)
+
+    def fwd() -> np.ndarray:  # one micro-batch's forward
+        return per_stage["forward"] / m
+
+    def bwd() -> np.ndarray:
+        return per_stage["backward"] / m
 
     def attention(stage: str) -> np.ndarray:  # [N] one instance of a layer's attention
-        cols = {k: np.flatnonzero((st.ops.kind == k) & (st.ops.stage == stage))
+        cols = {k: np.flatnonzero((ops.kind == k) & (ops.stage == stage))
                 for k in ATTENTION_CORE}
         missing = [k for k, c in cols.items() if not c.size]
         if missing:  # the exchange would show whole: a window of 0 s
             raise ValueError(f"overlap window of the context-parallel exchange: no "
                              f"{stage} operator of kind {', '.join(missing)} in the "
                              "training step")
-        return sum(st.time[:, c[:1]].sum(axis=1) for c in cols.values())
+        return sum(time[:, c[:1]].sum(axis=1) for c in cols.values())
 
     # the window each role's collectives hide under (roles: dse.model.parallel.ROLES)
     windows: dict[str, Callable[[], np.ndarray]] = {
-        "gradient_reduce": lambda: bwd, "gradient_reduce_scatter": lambda: bwd,
-        "parameter_all_gather": lambda: fwd,
-        "parameter_prefetch": lambda: (fwd + bwd) / 2.0,
+        "gradient_reduce": bwd, "gradient_reduce_scatter": bwd, "parameter_all_gather": fwd,
+        "parameter_prefetch": lambda: (fwd() + bwd()) / 2.0,
         "context_kv_gather": lambda: attention("forward"),
         "context_kv_scatter": lambda: attention("backward")}
-    time = st.time
-    for role, window in windows.items():
-        cols = np.flatnonzero(st.of_role(role))
-        cols = cols[cols >= ops]
+    hidden_any = False
+    for name, window in windows.items():
+        cols = np.flatnonzero(role == name) if role is not None else np.zeros(0, np.intp)
+        cols = cols[cols >= i]
         if cols.size:
             hidden = window()
-            time = st.time.copy() if time is st.time else time
             time[:, cols] = np.maximum(time[:, cols] - hidden[:, None], 0.0)
-    if time is st.time:  # nothing overlaps: the step as it was (its total the same sum)
-        return st
-    return dataclasses.replace(st, time=time, total=_spent(time, st.count, row).sum(axis=1))
+            hidden_any = True
+    return hidden_any
 
 
 def with_extra(st: Step, db: DesignBatch, ex: Execution, ops: ChipOps, m: float,
                per_stage: dict[str, np.ndarray] | None = None) -> Step:
     """The pipeline bubble and the activations' compression as two more columns.
     `per_stage`: `times_by_stage(st)` where the caller has it."""
-    compute = sum((times_by_stage(st) if per_stage is None else per_stage).values())
-    bubble = (ex.pp - 1) / ((ex.virtual_stages or 1) * m) * compute if ex.pp > 1 else \
-        np.zeros(db.n)
-    squeeze = np.zeros(db.n)
-    if ex.compression is not None:
-        written = ops.written[..., TENSOR_CLASSES.index("activations")]
-        stored = np.sum(np.broadcast_to(written * ops.count, (db.n, len(ops.name)))
-                        * (ops.stage == "forward"), axis=1)
-        rate = db.vector_peak.get("fp32", db.matrix_peak.get("fp32", np.full(db.n, np.inf)))
-        squeeze = ex.compression.flops_per_byte * stored / rate
+    bubble, squeeze = extra_columns(db, ex, ops, m, times_by_stage(st) if per_stage is None
+                                    else per_stage)
     extra = {"pipeline.bubble": bubble, "activations.compress": squeeze}
     n = db.n
     add = np.stack(list(extra.values()), axis=1)  # [N, 2]
@@ -219,3 +225,19 @@ def with_extra(st: Step, db: DesignBatch, ex: Execution, ops: ChipOps, m: float,
         total=st.total + add.sum(axis=1),
         role=None if st.role is None else np.concatenate([st.role,
                                                           np.array(["", ""], dtype=object)]))
+
+
+def extra_columns(db: DesignBatch, ex: Execution, ops: ChipOps, m: float,
+                  per_stage: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """[N] the pipeline bubble, (pp - 1) / (v x m) of the operators' time, and the
+    compression of the stored activations on the vector units, s."""
+    bubble = np.asarray((ex.pp - 1) / ((ex.virtual_stages or 1) * m)
+                        * sum(per_stage[s] for s in STAGES)) if ex.pp > 1 else np.zeros(db.n)
+    squeeze = np.zeros(db.n)
+    if ex.compression is not None:
+        written = ops.written[..., TENSOR_CLASSES.index("activations")]
+        stored = np.sum(np.broadcast_to(written * ops.count, (db.n, len(ops.name)))
+                        * (ops.stage == "forward"), axis=1)
+        rate = db.vector_peak.get("fp32", db.matrix_peak.get("fp32", np.full(db.n, np.inf)))
+        squeeze = ex.compression.flops_per_byte * stored / rate
+    return bubble, squeeze

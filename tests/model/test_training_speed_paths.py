@@ -230,3 +230,41 @@ def test_distinct_rows_of_repeated_counts_equal_each_count_alone():
     per_design = distinct_rows(np.full(500, 1e7), 1.05, np.full(500, 6.5e5),
                                hottest[:, 0])  # a table per design: no sharing
     assert _same(per_design, many[:, 0])
+
+
+@pytest.mark.parametrize("ex", [
+    Execution(chips=8, tp=2),
+    Execution(chips=16, tp=2, pp=2, schedule="interleaved"),
+    Execution(chips=16, tp=2, cp=2, zero=3),
+])
+def test_the_joined_step_is_the_step_stage_then_overlap_and_extra_columns(l8, ex):
+    """training_join.joined gives, field by field and to the bit, what stages.step then
+    training_plugins.training_step (overlap, bubble and compression columns) give."""
+    from dse.model.parallel import collective_times
+    from dse.model.stages import step
+    from dse.model.training_join import joined
+    from dse.model.training_plugins import training_step
+    sc = dse.evaluate(dse.load_hardware("h100-sxm"), l8, **TRN).scenario
+    ex = ex.with_training(sc.training)
+    training_cache.clear()
+    entry = training_cache.planned(l8, sc, ex)
+    db = design_batch(dse.load_hardware("h100-sxm"), _designs(300, 9))
+    for i in (0, len(entry.choices) // 2, len(entry.choices) - 1):
+        setup = entry.setup(i)
+        plan, mem, m = setup.plan, setup.memory, float(setup.memory.microbatches)
+        assert setup.counts is not None
+        fp = Footprint({"weights": mem.parameters, "optimizer_state": mem.optimizer_state,
+                        TRAINING: mem.gradients + mem.activations + mem.temporary,
+                        WORKSPACE: np.zeros(())})
+        acc = access(db, place(db, fp, None), fp, plan.ops, plan.ws, setup.table.facts)
+        t, t_coll = timed(db, plan.ops, acc, setup.table.facts), collective_times(db, plan.coll)
+        old = training_step(step(db, plan.ops, plan.coll, t, t_coll), db, setup.execution, m)
+        new = joined(db, plan.ops, plan.coll, t, t_coll, setup.execution, m, setup.counts)
+        for f in dataclasses.fields(old):
+            a, b = getattr(old, f.name), getattr(new, f.name)
+            if f.name == "ops":
+                continue
+            assert _same(np.broadcast_to(a, np.broadcast_shapes(np.shape(a), np.shape(b))),
+                         np.broadcast_to(b, np.broadcast_shapes(np.shape(a), np.shape(b)))), \
+                (setup.choice, f.name)
+            assert np.asarray(a).dtype == np.asarray(b).dtype, f.name

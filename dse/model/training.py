@@ -141,7 +141,8 @@ def run(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution) -> Tr
     # Each setup is timed on the designs that picked it only (a design's candidates are
     # the cheapest setup of each micro-batch that fits each memory tier, `own`).
     runs = [(plan.setup(i), np.flatnonzero(own[i])) for i in picked]
-    timed = [(c, d, _one(db if d.size == n else db.take(d), sc, ex, c)) for c, d in runs]
+    subsets: dict[bytes, DesignBatch] = {}  # setups of different micro-batches often share
+    timed = [(c, d, _one(_subset(db, d, subsets), sc, ex, c)) for c, d in runs]
     score = np.full((len(timed), n), -np.inf)
     for k, (_, d, r) in enumerate(timed):
         score[k, d] = np.where(r.feasible, r.metrics["tokens_per_s"], -np.inf)
@@ -229,6 +230,16 @@ def _one(db: DesignBatch, sc: Scenario, ex: Execution,
         "offloaded")}
     return TrainingRun(step=st, placement=placed, feasible=feasible, reason=reasons,
                        metrics=metrics, setup=chosen, memory=memory)
+
+
+def _subset(db: DesignBatch, d: np.ndarray, kept: dict[bytes, DesignBatch]) -> DesignBatch:
+    """The designs `d` of `db` (all of it, or a subset taken once per call: `kept`)."""
+    if d.size == db.n:
+        return db
+    key = d.tobytes()
+    if key not in kept:
+        kept[key] = db.take(d)
+    return kept[key]
 
 
 def _fast_levels(db: DesignBatch) -> list[int]:

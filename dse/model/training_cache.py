@@ -13,6 +13,7 @@ arrays are read-only, so no caller can change what a later call reads. At most M
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,29 +95,33 @@ class Planned:
 
 
 _ENTRIES: OrderedDict[tuple[str, ...], Planned] = OrderedDict()
+_LOCK = threading.Lock()  # studies may evaluate from several threads
 
 
 def planned(wl: TransformerSpec, sc: Scenario, ex: Execution) -> Planned:
     """The entry of (wl, sc, ex), made on first use; `ex` with the scenario's training block
     applied (Execution.with_training)."""
     key = (type(wl).__name__, wl.model_dump_json(), sc.model_dump_json(), repr(ex))
-    hit = _ENTRIES.get(key)
-    if hit is not None:
-        _ENTRIES.move_to_end(key)
-        return hit
+    with _LOCK:
+        hit = _ENTRIES.get(key)
+        if hit is not None:
+            _ENTRIES.move_to_end(key)
+            return hit
     wl, sc = wl.model_copy(deep=True), sc.model_copy(deep=True)
     cands = choices(ex, int(sc.batch), wl.layers)
     entry = Planned(wl=wl, sc=sc, ex=ex, choices=cands,
                     memory=_frozen(plan_training_memory(wl, plan_of(sc, ex, cands))))
-    _ENTRIES[key] = entry
-    while len(_ENTRIES) > MAX_ENTRIES:
-        _ENTRIES.popitem(last=False)
+    with _LOCK:
+        _ENTRIES[key] = entry
+        while len(_ENTRIES) > MAX_ENTRIES:
+            _ENTRIES.popitem(last=False)
     return entry
 
 
 def clear() -> None:
     """Forget every entry."""
-    _ENTRIES.clear()
+    with _LOCK:
+        _ENTRIES.clear()
 
 
 def _setup(p: Planned, i: int) -> Setup:

@@ -268,3 +268,13 @@ def test_the_joined_step_is_the_step_stage_then_overlap_and_extra_columns(l8, ex
                          np.broadcast_to(b, np.broadcast_shapes(np.shape(a), np.shape(b)))), \
                 (setup.choice, f.name)
             assert np.asarray(a).dtype == np.asarray(b).dtype, f.name
+
+
+def test_the_least_recently_used_entry_is_dropped(l8, monkeypatch):
+    monkeypatch.setattr(training_cache, "MAX_ENTRIES", 2)
+    hw, d = dse.load_hardware("h100-sxm"), _designs(3, 5)
+    training_cache.clear()
+    for seq in (1024, 2048, 1024, 4096):  # 2048 is the least recently used when 4096 comes
+        dse.evaluate(hw, l8, **{**TRN, "seq_in": seq}, overrides=d)
+    kept = {e.sc.seq_in for e in training_cache._ENTRIES.values()}
+    assert kept == {1024, 4096}

@@ -38,8 +38,14 @@ def distinct_rows(rows: ArrayLike, alpha: ArrayLike, draws: ArrayLike,
     if hottest is None:
         return np.broadcast_to((weight * touched).sum(axis=-1), shape).copy()
     lo = np.cumsum(weight, axis=-1) - weight  # rows before each node
-    k = np.broadcast_to(np.asarray(hottest, dtype=float), shape)[..., None]
-    inside = np.clip(k - lo, 0.0, weight)
+    k = np.broadcast_to(np.asarray(hottest, dtype=float), shape)
+    if weight.ndim == 1 and touched.ndim == 1 and k.size > 1:
+        # one table: each element depends on its own count of hottest rows only, and the
+        # designs share a few (a tier that holds every table): each distinct count once
+        once, at = np.unique(k, return_inverse=True)
+        inside = np.clip(once[:, None] - lo, 0.0, weight)
+        return (inside * touched).sum(axis=-1)[at.reshape(shape)]
+    inside = np.clip(k[..., None] - lo, 0.0, weight)
     return (inside * touched).sum(axis=-1)
 
 

@@ -355,11 +355,13 @@ def collective_volume(coll: Collectives) -> np.ndarray:
 def collective_times(batch: DesignBatch, coll: Collectives) -> np.ndarray:
     """[N, J] seconds per instance of each collective (inf where chips cannot talk)."""
     out = np.zeros((batch.n, len(coll)))
+    links: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # bandwidth, latency per group size
     for j, kind in enumerate(coll.kind):
         p = int(coll.group[j])
-        bw = collective_bandwidth(batch, p)
-        latency = batch.link_latency + np.where(p > np.asarray(batch.chips_per_node),
-                                                batch.scale_out_latency, 0.0)
+        if p not in links:
+            links[p] = (collective_bandwidth(batch, p), batch.link_latency + np.where(
+                p > np.asarray(batch.chips_per_node), batch.scale_out_latency, 0.0))
+        bw, latency = links[p]
         steps, volume = COLLECTIVES[kind](p, coll.nbytes[..., j])
         with np.errstate(divide="ignore"):
             out[:, j] = batch.collective_overhead + steps * latency + np.where(

@@ -57,14 +57,14 @@ from dse.model.reasons import Reasons
 from dse.model.stages import (
     Step,
 )
-from dse.model.training_memory import plan_training_memory
-from dse.model.training_plugins import overlapped, training_collectives, with_extra
-from dse.model.training_setups import Choice, choices, effective, plan_of
-from dse.spec.workload import Scenario, Training, TransformerSpec
-from dse.workloads import lower
-from dse.workloads.common import attention_pairs
-from dse.workloads.optable import MATRIX_KINDS, OpTable
+from dse.model.training_cache import Setup, model_flops, planned
+from dse.model.training_join import joined
+from dse.model.training_plugins import training_step
+from dse.spec.workload import Scenario, TransformerSpec
 from dse.workloads.training import TRAINING_PRECISIONS
+
+__all__ = ["PLANNERS", "TRAINING_METRICS", "TrainingRun", "check", "model_flops",
+           "planner_of", "run"]
 
 TRAINING_METRICS = ("step_time_s", "tokens_per_s", "model_flop_per_s_per_chip",
                     "hardware_flop_per_s_per_chip", "mfu")
@@ -82,25 +82,6 @@ class TrainingRun:
     metrics: dict[str, np.ndarray]
     setup: dict[str, np.ndarray]
     memory: dict[str, np.ndarray]
-
-
-def model_flops(table: OpTable, wl: TransformerSpec, seq: float) -> float:
-    """FLOPs of one training step as published MFU figures count them (the numerator of
-    MFU): three times (forward, input gradients, weight gradients) the forward pass's matrix
-    multiplies, with attention over every (query, key) pair of each sequence -- a decoder's
-    causal mask is not subtracted -- and nothing for recomputation or elementwise work.
-    This is Megatron-LM's count (Narayanan et al., SC21, Sec. 5.1: 96 B s l h^2 (1 + s/6h +
-    V/16lh) with recomputation, whose s/6h term is the whole s x s score matrix; model FLOPs
-    drop the recomputed forward, 72 B s l h^2 (1 + s/6h + V/12lh), Korthikanti et al. 2022,
-    App. A) and llm-foundry's (scripts/train/benchmarking/README.md: attn_flops_per_seq =
-    n_layers * 2 * 2 * d_model * seq_len^2). What the chips execute (a fused causal kernel
-    skips the masked half) is `hardware_flop_per_s_per_chip`."""
-    matrix = (table.stage == "forward") & np.isin(table.kind, MATRIX_KINDS)
-    attention = np.isin(table.kind, ("attention_score", "attention_value"))
-    causal = wl.architecture == "decoder"
-    full = seq * seq / attention_pairs(seq, seq, causal)
-    flops = table.flops * table.count * np.where(attention, full, 1.0)
-    return 3.0 * float(np.sum(flops * matrix))
 
 
 def check(wl: TransformerSpec, sc: Scenario, ex: Execution, db: DesignBatch) -> None:
@@ -132,8 +113,8 @@ def run(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution) -> Tr
     choice per design."""
     ex = ex.with_training(sc.training)
     check(wl, sc, ex, db)
-    cands = choices(ex, int(sc.batch), wl.layers)
-    mem = plan_training_memory(wl, plan_of(sc, ex, cands))
+    plan = planned(wl, sc, ex)  # the candidates, their memory and tables (training_cache)
+    cands, mem = plan.choices, plan.memory
     need = mem.total + mem.offloaded  # [S]
     # Fitting the fastest tier alone and spilling to slower ones are different trades (a
     # spilled optimizer state is read from the slow tier; recomputation or ZeRO may keep
@@ -159,8 +140,9 @@ def run(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution) -> Tr
     own[picked[0], ~own.any(axis=0)] = True
     # Each setup is timed on the designs that picked it only (a design's candidates are
     # the cheapest setup of each micro-batch that fits each memory tier, `own`).
-    runs = [(cands[i], np.flatnonzero(own[i])) for i in picked]
-    timed = [(c, d, _one(db if d.size == n else db.take(d), wl, sc, ex, c)) for c, d in runs]
+    runs = [(plan.setup(i), np.flatnonzero(own[i])) for i in picked]
+    subsets: dict[bytes, DesignBatch] = {}  # setups of different micro-batches often share
+    timed = [(c, d, _one(_subset(db, d, subsets), sc, ex, c)) for c, d in runs]
     score = np.full((len(timed), n), -np.inf)
     for k, (_, d, r) in enumerate(timed):
         score[k, d] = np.where(r.feasible, r.metrics["tokens_per_s"], -np.inf)
@@ -168,8 +150,8 @@ def run(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution) -> Tr
     lost = np.flatnonzero(~np.isfinite(score).any(axis=0) & ~own[picked[0]])
     if lost.size:  # no setup runs: the first one picked says why, as for a design that
         # fits none
-        timed.append((cands[picked[0]], lost, _one(db.take(lost), wl, sc, ex,
-                                                   cands[picked[0]])))
+        first = plan.setup(picked[0])
+        timed.append((first, lost, _one(db.take(lost), sc, ex, first)))
         best[lost] = len(timed) - 1
     return _assemble([(r, d, np.flatnonzero(best[d] == k))
                       for k, (_, d, r) in enumerate(timed)], n)
@@ -187,15 +169,10 @@ def planner_of(kind: str) -> Planner | None:
     return PLANNERS.get(kind)
 
 
-def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
-         c: Choice) -> TrainingRun:
-    """The step of every design under setup `c`."""
-    t = sc.training or Training()
-    run_as = dataclasses.replace(ex, **effective(c, ex).fields())  # the execution as it runs
-    # the lowering reads the strategy from the scenario's training block: the execution's
-    sc_c = sc.model_copy(update={"training": t.model_copy(update=run_as.training_fields())})
-    table = lower(wl, sc_c, chips=ex.dp)
-    mem = plan_training_memory(wl, plan_of(sc, ex, c))
+def _one(db: DesignBatch, sc: Scenario, ex: Execution,
+         setup: Setup) -> TrainingRun:
+    """The step of every design under `setup` (training_cache: lowered once per inputs)."""
+    c, run_as, table, mem = setup.choice, setup.execution, setup.table, setup.memory
     m = float(mem.microbatches)
     fp = Footprint({"weights": mem.parameters + mem.offloaded_parameters,
                     "optimizer_state": mem.optimizer_state + mem.offloaded_optimizer_state,
@@ -210,16 +187,17 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
             allowed["optimizer_state"] = (ex.offload.to,)
         if ex.offload.parameters:
             allowed["weights"] = (ex.offload.to,)
-    plugin = Plugin(
+    row, ops, coll = setup.counts, setup.plan.ops, setup.plan.coll
+    plugin = Plugin(  # the collectives are in the kept plan (setup.plan)
         footprint=lambda table, ops, ws: (fp, allowed),
-        collectives=lambda coll: training_collectives(coll, wl, sc_c, run_as, m),
-        step=lambda st: with_extra(overlapped(st, m), db, run_as, st.ops, m))
+        step=lambda st: training_step(st, db, run_as, m, row),
+        join=None if row is None else
+        lambda t, t_coll: joined(db, ops, coll, t, t_coll, run_as, m, row))
     ran = run_pass(db, table, ex, in_sequence=phases.get(sc.phase).in_sequence,
-                   precision=sc.precision, plugin=plugin)
+                   precision=sc.precision, plugin=plugin, plan=setup.plan)
     st, placed = ran.step, ran.placement
 
-    counted = model_flops(table, wl, float(sc.seq_in))
-    done = float(np.sum(table.flops * table.count * (table.stage != "optimizer")))
+    counted, done = setup.counted, setup.done
     total = st.total
     chips = ex.chips
     metrics = {
@@ -242,7 +220,7 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
     reasons = ran.reasons
     feasible = ~reasons.any & np.isfinite(total)
     n = db.n
-    setup = {"micro_batch": np.full(n, float(c.micro_batch)),
+    chosen = {"micro_batch": np.full(n, float(c.micro_batch)),
              "microbatches": np.full(n, m), "zero": np.full(n, float(c.zero)),
              "recompute": np.full(n, c.recompute, dtype=object),
              "sequence_parallel": np.full(n, c.sequence_parallel),
@@ -251,7 +229,17 @@ def _one(db: DesignBatch, wl: TransformerSpec, sc: Scenario, ex: Execution,
         "parameters", "gradients", "optimizer_state", "activations", "temporary", "total",
         "offloaded")}
     return TrainingRun(step=st, placement=placed, feasible=feasible, reason=reasons,
-                       metrics=metrics, setup=setup, memory=memory)
+                       metrics=metrics, setup=chosen, memory=memory)
+
+
+def _subset(db: DesignBatch, d: np.ndarray, kept: dict[bytes, DesignBatch]) -> DesignBatch:
+    """The designs `d` of `db` (all of it, or a subset taken once per call: `kept`)."""
+    if d.size == db.n:
+        return db
+    key = d.tobytes()
+    if key not in kept:
+        kept[key] = db.take(d)
+    return kept[key]
 
 
 def _fast_levels(db: DesignBatch) -> list[int]:
@@ -286,9 +274,11 @@ def _assemble(parts: list[tuple[TrainingRun, np.ndarray, np.ndarray]], n: int
     s0 = rs[0].step
     fields: list[str] = ["count", "flops", "traffic", "compute", "time", "bound", "total",
                          "missing_rate", "no_link"]
-    if np.ndim(s0.link_bytes) == 2:
-        fields.append("link_bytes")
     step_fields: dict[str, Any] = {f: pick([getattr(r.step, f) for r in rs]) for f in fields}
+    sent = [r.step.link_bytes for r in rs]  # [J] per setup (its collectives' sizes), or [N, J]
+    if any(np.ndim(x) == 2 or not np.array_equal(x, sent[0]) for x in sent):
+        step_fields["link_bytes"] = pick([np.broadcast_to(x, (r.feasible.size, np.shape(x)[-1]))
+                                          for x, r in zip(sent, rs, strict=True)])
     placed: dict[str, Any] = {f: pick([getattr(r.placement, f) for r in rs])
                               for f in ("fraction", "used", "short")}
     reason = Reasons.concatenate([r.reason.take(rows) for r, _, rows in parts]) \

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -26,12 +26,14 @@ from dse.model.batch import DesignBatch
 from dse.model.execution import Execution
 from dse.model.operators import ChipOps
 from dse.model.parallel import Collectives, collectives_of
-from dse.model.stages import PIPELINE, Step, spent
+from dse.model.stages import PIPELINE, Step, row_sums, spent
 from dse.spec.workload import Scenario, Training, TransformerSpec, parameter_counts
 from dse.workloads.common import PRECISIONS
 from dse.workloads.optable import DTYPE_BYTES, TENSOR_CLASSES
 from dse.workloads.training import TRAINING_PRECISIONS, state_bytes
 
+# The stages of a training step's operators, in the order their times are summed.
+STAGES = ("forward", "recompute", "backward")
 # The operator kinds of a layer's attention core, under which ring attention passes its K
 # and V blocks (the context-parallel exchange's overlap window).
 ATTENTION_CORE = ("attention_score", "softmax", "attention_value")
@@ -115,64 +117,95 @@ def training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scenario,
     return collectives_of(names, kinds, stages, groups, sizes, counts, roles)
 
 
-def times_by_stage(st: Step) -> dict[str, np.ndarray]:
+def _spent(time: np.ndarray, count: np.ndarray, row: np.ndarray | None) -> np.ndarray:
+    """stages.spent(time, count), from `row` ([J]) where every design's counts are that row:
+    the same products, without reading the [N, J] counts."""
+    if row is None:
+        return spent(time, count)
+    with np.errstate(invalid="ignore"):
+        return np.where(row > 0, time * row, 0.0)
+
+
+def times_by_stage(st: Step, row: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """[N] time of the step's operators of each stage (forward, recompute, backward), the
-    operators' time over their repeats worked out once for all three."""
+    operators' time over their repeats worked out once for all three. `row`: [J] the
+    step's counts where they are the same for every design."""
     i = len(st.ops.name)
-    ran = spent(st.time[:, :i], st.count[:, :i])
-    return {s: np.where(st.ops.stage == s, ran, 0.0).sum(axis=1)
-            for s in ("forward", "recompute", "backward")}
+    ran = _spent(st.time[:, :i], st.count[:, :i], None if row is None else row[:i])
+    return {s: row_sums(np.where(st.ops.stage == s, ran, 0.0)) for s in STAGES}
 
 
-def overlapped(st: Step, m: float) -> Step:
+def training_step(st: Step, db: DesignBatch, ex: Execution, m: float,
+                  row: np.ndarray | None = None) -> Step:
+    """The timed step as training runs it: collectives overlapped with compute, then the
+    bubble and compression columns (`overlapped`, `with_extra`), the operators' time per
+    stage worked out once for both (the overlap changes collectives' times only). `row`:
+    [J] the step's counts where they are the same for every design (None: per design)."""
+    per_stage = times_by_stage(st, row)
+    return with_extra(overlapped(st, m, per_stage, row), db, ex, st.ops, m, per_stage)
+
+
+def overlapped(st: Step, m: float, per_stage: dict[str, np.ndarray] | None = None,
+               row: np.ndarray | None = None) -> Step:
     """Collectives hidden under compute show only their excess (see the module docstring):
     the data-parallel gradient reduction under the last micro-batch's backward, the
     parameter all-gather under the first micro-batch's forward, ZeRO-3's gathers under the
     micro-batch they serve, and context parallelism's K and V exchange under the layer's
-    attention (ring attention passes the blocks while it computes on the ones it has)."""
-    per_stage = times_by_stage(st)
-    fwd, bwd = per_stage["forward"] / m, per_stage["backward"] / m
-    ops = len(st.ops.name)
+    attention (ring attention passes the blocks while it computes on the ones it has).
+    `per_stage`: `times_by_stage(st)` where the caller has it; `row`: as there."""
+    per_stage = times_by_stage(st, row) if per_stage is None else per_stage
+    time = st.time.copy()
+    if not hide(time, st.ops, st.role, m, per_stage):  # the step as it was (the same total)
+        return st
+    return dataclasses.replace(st, time=time, total=row_sums(_spent(time, st.count, row)))
+
+
+def hide(time: np.ndarray, ops: ChipOps, role: np.ndarray | None, m: float,
+         per_stage: Mapping[str, np.ndarray]) -> bool:
+    """Each overlapped collective's time in `time` ([N, J]: the operators', then the
+    collectives' columns; `role` [J]) cut to its excess over its window, in place (see
+    `overlapped`); whether any collective has a window."""
+    i = len(ops.name)
+
+    def fwd() -> np.ndarray:  # one micro-batch's forward
+        return per_stage["forward"] / m
+
+    def bwd() -> np.ndarray:
+        return per_stage["backward"] / m
 
     def attention(stage: str) -> np.ndarray:  # [N] one instance of a layer's attention
-        cols = {k: np.flatnonzero((st.ops.kind == k) & (st.ops.stage == stage))
+        cols = {k: np.flatnonzero((ops.kind == k) & (ops.stage == stage))
                 for k in ATTENTION_CORE}
         missing = [k for k, c in cols.items() if not c.size]
         if missing:  # the exchange would show whole: a window of 0 s
             raise ValueError(f"overlap window of the context-parallel exchange: no "
                              f"{stage} operator of kind {', '.join(missing)} in the "
                              "training step")
-        return sum(st.time[:, c[:1]].sum(axis=1) for c in cols.values())
+        return sum(time[:, c[:1]].sum(axis=1) for c in cols.values())
 
     # the window each role's collectives hide under (roles: dse.model.parallel.ROLES)
     windows: dict[str, Callable[[], np.ndarray]] = {
-        "gradient_reduce": lambda: bwd, "gradient_reduce_scatter": lambda: bwd,
-        "parameter_all_gather": lambda: fwd,
-        "parameter_prefetch": lambda: (fwd + bwd) / 2.0,
+        "gradient_reduce": bwd, "gradient_reduce_scatter": bwd, "parameter_all_gather": fwd,
+        "parameter_prefetch": lambda: (fwd() + bwd()) / 2.0,
         "context_kv_gather": lambda: attention("forward"),
         "context_kv_scatter": lambda: attention("backward")}
-    time = st.time.copy()
-    for role, window in windows.items():
-        cols = np.flatnonzero(st.of_role(role))
-        cols = cols[cols >= ops]
+    hidden_any = False
+    for name, window in windows.items():
+        cols = np.flatnonzero(role == name) if role is not None else np.zeros(0, np.intp)
+        cols = cols[cols >= i]
         if cols.size:
             hidden = window()
             time[:, cols] = np.maximum(time[:, cols] - hidden[:, None], 0.0)
-    return dataclasses.replace(st, time=time, total=spent(time, st.count).sum(axis=1))
+            hidden_any = True
+    return hidden_any
 
 
-def with_extra(st: Step, db: DesignBatch, ex: Execution, ops: ChipOps, m: float) -> Step:
-    """The pipeline bubble and the activations' compression as two more columns."""
-    compute = sum(times_by_stage(st).values())
-    bubble = (ex.pp - 1) / ((ex.virtual_stages or 1) * m) * compute if ex.pp > 1 else \
-        np.zeros(db.n)
-    squeeze = np.zeros(db.n)
-    if ex.compression is not None:
-        written = ops.written[..., TENSOR_CLASSES.index("activations")]
-        stored = np.sum(np.broadcast_to(written * ops.count, (db.n, len(ops.name)))
-                        * (ops.stage == "forward"), axis=1)
-        rate = db.vector_peak.get("fp32", db.matrix_peak.get("fp32", np.full(db.n, np.inf)))
-        squeeze = ex.compression.flops_per_byte * stored / rate
+def with_extra(st: Step, db: DesignBatch, ex: Execution, ops: ChipOps, m: float,
+               per_stage: dict[str, np.ndarray] | None = None) -> Step:
+    """The pipeline bubble and the activations' compression as two more columns.
+    `per_stage`: `times_by_stage(st)` where the caller has it."""
+    bubble, squeeze = extra_columns(db, ex, ops, m, times_by_stage(st) if per_stage is None
+                                    else per_stage)
     extra = {"pipeline.bubble": bubble, "activations.compress": squeeze}
     n = db.n
     add = np.stack(list(extra.values()), axis=1)  # [N, 2]
@@ -180,8 +213,8 @@ def with_extra(st: Step, db: DesignBatch, ex: Execution, ops: ChipOps, m: float)
         st, names=np.concatenate([st.names, np.array(list(extra), dtype=object)]),
         precision=np.concatenate([st.precision, np.array(["", "fp32"], dtype=object)]),
         matrix=np.concatenate([st.matrix, np.zeros(2, dtype=bool)]),
-        link_bytes=np.concatenate([np.broadcast_to(st.link_bytes, (n, len(st.names))),
-                                   np.zeros((n, 2))], axis=1),
+        link_bytes=np.concatenate([st.link_bytes, np.zeros((*np.shape(st.link_bytes)[:-1], 2))],
+                                  axis=-1),
         count=np.concatenate([st.count, np.ones((n, 2))], axis=1),
         flops=np.concatenate([st.flops, np.zeros((n, 1)),
                               (ex.compression.flops_per_byte if ex.compression else 0.0)
@@ -189,6 +222,22 @@ def with_extra(st: Step, db: DesignBatch, ex: Execution, ops: ChipOps, m: float)
         time=np.concatenate([st.time, add], axis=1),
         bound=np.concatenate([st.bound, np.tile(np.array([PIPELINE, 0], dtype=st.bound.dtype),
                                                 (n, 1))], axis=1),
-        total=st.total + add.sum(axis=1),
+        total=st.total + row_sums(add),
         role=None if st.role is None else np.concatenate([st.role,
                                                           np.array(["", ""], dtype=object)]))
+
+
+def extra_columns(db: DesignBatch, ex: Execution, ops: ChipOps, m: float,
+                  per_stage: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """[N] the pipeline bubble, (pp - 1) / (v x m) of the operators' time, and the
+    compression of the stored activations on the vector units, s."""
+    bubble = np.asarray((ex.pp - 1) / ((ex.virtual_stages or 1) * m)
+                        * sum(per_stage[s] for s in STAGES)) if ex.pp > 1 else np.zeros(db.n)
+    squeeze = np.zeros(db.n)
+    if ex.compression is not None:
+        written = ops.written[..., TENSOR_CLASSES.index("activations")]
+        stored = np.sum(np.broadcast_to(written * ops.count, (db.n, len(ops.name)))
+                        * (ops.stage == "forward"), axis=1)
+        rate = db.vector_peak.get("fp32", db.matrix_peak.get("fp32", np.full(db.n, np.inf)))
+        squeeze = ex.compression.flops_per_byte * stored / rate
+    return bubble, squeeze

@@ -30,6 +30,9 @@ BEST_BASINS = 2  # the grid's peaks refined
 # A window is left once its bound is below the best batch's score by more than rounding (the
 # scores and bounds are products and quotients of a few floats, each within 1e-16).
 ROUNDING = 1e-12
+# A call whose windows hold at most this many (design, batch) pairs runs them all in one
+# pass (_Known.fill): the time of ~2 passes' fixed cost for one design (measured).
+PREFETCH_PAIRS = 512
 
 
 def size(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution) -> np.ndarray:
@@ -80,6 +83,7 @@ def best_batch(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     known = _Known(db, wl, sc, ex, metric, width=int(top_most) + 1)
     scores = known.scores
 
+    known.fill(np.ones((n, 1)), np.maximum(most, 1.0)[:, None])  # every batch, if few
     grid = np.unique(np.floor(2.0 ** (np.arange(np.floor(np.log2(top_most) * GRID_STEPS) + 1)
                                       / GRID_STEPS) + 0.5))
     cand = np.clip(np.concatenate([np.broadcast_to(grid, (n, grid.size)), most[:, None]],
@@ -101,6 +105,7 @@ def best_batch(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     for _ in range(MAX_BEST_PASSES):
         if np.all(hi <= lo):
             break
+        known.fill(lo, hi)
         c = np.clip(np.floor(lo[..., None] + (hi - lo)[..., None] * steps + 0.5), 1.0,
                     np.maximum(most, 1.0)[:, None, None])  # [N, B, K]
         sc_ = scores(c.reshape(n, b * k)).reshape(n, b, k)
@@ -139,24 +144,43 @@ class _Known:
 
     def scores(self, cand: np.ndarray) -> np.ndarray:
         """[N, C] the score of every design at its candidate batches [N, C]."""
-        n, k, width = self.db.n, BEST_CANDIDATES, self.width
-        keys = np.arange(n, dtype=np.int64)[:, None] * width + cand.astype(np.int64)
+        keys = (np.arange(self.db.n, dtype=np.int64)[:, None] * self.width
+                + cand.astype(np.int64))
+        self._run(keys.ravel())
+        return self.scores_[np.searchsorted(self.keys, keys)]
+
+    def fill(self, lo: np.ndarray, hi: np.ndarray) -> None:
+        """Run every batch of the windows [lo, hi] ([N, B]) at once where they hold at most
+        PREFETCH_PAIRS pairs: a pass of few pairs costs its fixed cost (~1.5 ms a pass for
+        one design), so a call of a few designs runs its later passes from these scores."""
+        size = np.maximum(hi - lo + 1, 0).astype(np.int64).ravel()
+        if not 0 < size.sum() <= PREFETCH_PAIRS:
+            return
+        rows = np.repeat(np.repeat(np.arange(self.db.n, dtype=np.int64), lo.shape[1]), size)
+        step = np.arange(size.sum()) - np.repeat(np.cumsum(size) - size, size)
+        self._run(rows * self.width + np.repeat(lo.ravel().astype(np.int64), size) + step)
+
+    def _run(self, keys: np.ndarray) -> None:
+        """Run the pairs of `keys` not run before, BEST_CANDIDATES x N (at least
+        PREFETCH_PAIRS) at a time."""
+        width, step = self.width, max(self.db.n * BEST_CANDIDATES, PREFETCH_PAIRS)
         new = np.unique(keys)
         if self.keys.size:
             at = np.minimum(np.searchsorted(self.keys, new), self.keys.size - 1)
             new = new[self.keys[at] != new]
+        if not new.size:
+            return
         got = np.empty(new.size)
-        for c in range(0, new.size, n * k):
-            part = new[c:c + n * k]
+        for c in range(0, new.size, step):
+            part = new[c:c + step]
             flat = (part % width).astype(float)
             run = run_phase(self.db.take(part // width), self.wl, self.sc, self.ex, flat,
                             self.ex.dp * flat)
-            got[c:c + n * k] = np.where(run.feasible & meets(run.metrics, self.sc),
+            got[c:c + step] = np.where(run.feasible & meets(run.metrics, self.sc),
                                         run.metrics[self.metric], -1.0)
         all_keys = np.concatenate([self.keys, new])
         order = np.argsort(all_keys, kind="stable")
         self.keys, self.scores_ = all_keys[order], np.concatenate([self.scores_, got])[order]
-        return self.scores_[np.searchsorted(self.keys, keys)]
 
     def bound(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """[N, B] the most any batch in [lo, hi] ([N, B], both run) can score: a step's time

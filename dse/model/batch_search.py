@@ -80,9 +80,9 @@ def best_batch(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     9,468/s), so the answer is the best batch tried, a peak over whole batches (the best
     whole batch on ~57% of Llama-3-8B serve designs, within 2.5% of it on all:
     tests/model/test_best_search.py). Every pass tries BEST_CANDIDATES batches of every
-    design (run PASS_PAIRS pairs at a time); a window that cannot beat the best batch so far is left
-    (_Known.bound), and a call of few pairs runs every batch of its windows at once
-    (_Known.fill), so its later passes cost nothing."""
+    design (PASS_PAIRS pairs at a time); a window that cannot beat the best batch so far
+    is left (_Known.bound), and a call of few pairs runs every batch of its windows at
+    once (_Known.fill), so its later passes cost nothing."""
     metric = phases.get(sc.phase).best_metric
     assert metric is not None, "a phase that takes batch best names its best_metric"
     n, k, most = db.n, BEST_CANDIDATES, np.asarray(most, dtype=float)

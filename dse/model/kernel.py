@@ -137,6 +137,8 @@ def issue_factor(batch: DesignBatch, shape: np.ndarray, dtypes: list[str],
         # The rule is the library GEMM's: fused attention kernels pad their tiles themselves,
         # and a dimension that is an average (a mean context, a mean SQuAD length) is no
         # one shape's leading dimension.
+        if shape.ndim == 3 and bool((shape[..., 1:3] == shape[:1, :, 1:3]).all()):
+            shape = shape[0]  # the rule reads N and K: when no design's differ, one row
         whole = (shape[..., 1:3] == np.round(shape[..., 1:3])).all(axis=-1)
         rule = batch.align_bytes
         if shape.ndim == 2 and bool((rule == rule[0]).all()):
@@ -190,27 +192,37 @@ def wave_factor(shape: np.ndarray, tile: tuple[int, int, int] | None, units: np.
     cols = np.flatnonzero(is_matrix)
     if not blocks or not cols.size:
         return out
-    sub = shape[..., cols, :]
-    m = np.maximum(sub[..., 0], 1.0)
-    n = np.maximum(sub[..., 1], 1.0)
-    b = np.maximum(sub[..., 3], 1.0)
+    # Operators along rows, designs along columns ([I', N]): the tables hold per-design
+    # shapes as views of [4, I, N], so each dimension's GEMM rows are contiguous there.
+    per_design = shape.ndim == 3
+    m, n, b = (np.maximum(np.asarray(shape[..., j]).T[cols], 1.0) for j in (0, 1, 3))
+    if not per_design:  # [I'] -> [I', 1], against the distinct unit counts
+        m, n, b = m[:, None], n[:, None], b[:, None]
     if tile:  # the native tile's padding is counted by the tile utilization already
         m = np.ceil(m / tile[0]) * tile[0]
         n = np.ceil(n / tile[1]) * tile[1]
     useful = m * n * b
     # Unit counts are few even over many designs: with per-operator shapes, work per
     # distinct count and gather.
-    per_design = sub.ndim == 3
     u_vals, inverse = (units, None) if per_design else np.unique(units, return_inverse=True)
-    u = np.asarray(u_vals, dtype=float)[:, None]
-    best = np.zeros((len(u), cols.size))
+    u = np.asarray(u_vals, dtype=float)[None, :]
+    # max over blocks of useful / slots is useful / (min over blocks of slots): division
+    # rounds monotonically, so the two are equal bit for bit, at one division in all; the
+    # tile counts along m and n are shared by the blocks of the same m or n.
+    along_m = {bm: np.ceil(m / bm) for bm in dict.fromkeys(bm for bm, _ in blocks)}
+    along_n = {bn: np.ceil(n / bn) for bn in dict.fromkeys(bn for _, bn in blocks)}
+    slots = np.full(np.broadcast_shapes(useful.shape, (cols.size, u.shape[1])), np.inf)
+    waves = np.empty_like(slots)  # one buffer for every block: no fresh memory per step
     for bm, bn in blocks:
-        tiles = np.ceil(m / bm) * np.ceil(n / bn) * b  # [I'] or [N, I']
-        waves = np.ceil(tiles / u)
+        np.multiply(along_m[bm], along_n[bn], out=waves)
+        waves *= b  # tiles
+        waves /= u
+        np.ceil(waves, out=waves)
         waves *= u * (bm * bn)
-        np.fmax(best, useful / waves, out=best)
+        np.fmin(slots, waves, out=slots)
+    best = useful / slots
     np.minimum(best, 1.0, out=best)
-    out[:, cols] = best if inverse is None else best[inverse.ravel()]
+    out[:, cols] = best.T if inverse is None else best.T[inverse.ravel()]
     return out
 
 

@@ -25,7 +25,6 @@ operators x designs blocks, see op_times); no I/O.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,6 +33,7 @@ from dse.model.blocks import BLOCK, WORK_ELEMENTS, Field, scratch
 from dse.model.blocks import blocks as design_blocks
 from dse.model.blocks import shaped as work_rows
 from dse.model.kernel import DEQUANT_SLOTS, issue_factor, overlap, rate_of, rate_table
+from dse.model.kernel_terms import Classes, Through
 from dse.model.operators import (
     MATRIX,
     PLACED_ROLES,
@@ -43,34 +43,6 @@ from dse.model.operators import (
     take_ops,
 )
 from dse.model.tiling import Gemms, Side, crossings, same_side, tile_sides
-
-
-@dataclass(frozen=True)
-class _Classes:
-    """Which operators (rows) have bytes of each tensor class, over all designs or over a
-    block of them: the term of a placed class is computed for its rows only (`rows[k]`,
-    positions `at[k]` in `mixed`, the rows of any placed class; `writes[k]`: some are
-    written), and a transient class's only where it has bytes (`transient[k]`)."""
-
-    rows: tuple[np.ndarray, ...]
-    at: tuple[np.ndarray, ...]
-    writes: tuple[bool, ...]
-    mixed: np.ndarray
-    transient: tuple[bool, ...]
-
-    @classmethod
-    def of(cls, read: np.ndarray, written: np.ndarray) -> _Classes:
-        """From the bytes, [I, C] or [B, I, C] (any design)."""
-        r = np.asarray(read.any(axis=0) if read.ndim == 3 else read != 0)
-        w = np.asarray(written.any(axis=0) if written.ndim == 3 else written != 0)
-        has = [r[:, c] | w[:, c] for c, _, _ in PLACED_ROLES]
-        mixed = np.flatnonzero(np.logical_or.reduce(has)) if has else np.zeros(0, np.intp)
-        rows = tuple(np.flatnonzero(h) for h in has)
-        return cls(rows=rows, at=tuple(np.searchsorted(mixed, x) for x in rows),
-                   writes=tuple(bool(w[:, c].any()) for c, _, _ in PLACED_ROLES),
-                   mixed=mixed,
-                   transient=tuple(bool(r[:, c].any() or w[:, c].any())
-                                   for c, _, _ in TRANSIENT_ROLES))
 
 
 def op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
@@ -131,7 +103,7 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     the weights and KV cache, re-read ceil(M / T_l) times; "a", the activations,
     ceil(N / T_l); "": once; `crossings`) and through_c,l the share of class c stored at
     level l or beyond (`home[c]`). A placed class's term is computed for the operators that
-    have its bytes only (`_Classes`, per block where the bytes are per design), a transient
+    have its bytes only (`Classes`, per block where the bytes are per design), a transient
     class's where it has bytes, onchip for the operators that have it. A level whose terms
     all equal the level's above (same tile sides, no share stored there, the same
     activation mask) reuses its bytes. The running maximum of compute and bytes / bandwidth
@@ -171,7 +143,7 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     of_tables = Gemms.of(shape, tile, is_matrix, slots) if gemms is None and \
         tables is not None else None
     dim_fields = [Field(f"dim{j}", shape[..., j], block, tables) for j in range(3)]
-    classes = _Classes.of(r, w) if (r.ndim == 2 and w.ndim == 2) or tables is not None \
+    classes = Classes.of(r, w) if (r.ndim == 2 and w.ndim == 2) or tables is not None \
         else None
     onchip_rows = None if ops.onchip.ndim == 2 and tables is None else \
         np.flatnonzero(ops.onchip.any(axis=0) if ops.onchip.ndim == 2 else ops.onchip != 0)
@@ -212,11 +184,11 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         hit, code = work_rows(hit_work, n_ops, b), work_rows(code_work, n_ops, b)
         if gemms is not None:
             gm = gemms
-        elif of_tables is not None:
+        elif of_tables is not None and tables is not None:
             gm = dataclasses.replace(of_tables, dequant=of_tables.dequant[:, tables[d]])
         else:
             gm = Gemms.of(shape[d], tile, is_matrix, slots)
-        cl = classes or _Classes.of(r[d] if r.ndim == 3 else r, w[d] if w.ndim == 3 else w)
+        cl = classes or Classes.of(r[d] if r.ndim == 3 else r, w[d] if w.ndim == 3 else w)
         mixed = cl.mixed
         mixed_out = work_rows(mixed_work, len(mixed), b)
         on_rows = onchip_rows if onchip_rows is not None \
@@ -297,7 +269,7 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
                      for (fr, fw), (_, _, role), has in zip(transient_fields, TRANSIENT_ROLES,
                                                             cl.transient, strict=True) if has]
         placed = [(fr.at(d, rows), role_dim[role][rows] if role else None, role,
-                   fw.at(d, rows) if writes else None, _Through(home[name][d], rows), at)
+                   fw.at(d, rows) if writes else None, Through(home[name][d], rows), at)
                   for (fr, fw), (_, name, role), rows, at, writes in zip(
                       placed_fields, PLACED_ROLES, cl.rows, cl.at, cl.writes, strict=True)
                   if rows.size]
@@ -380,36 +352,3 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         np.copyto(bound_t[:, d], code)
     return OpTimes(time=time_t.T, compute=compute_t.T, traffic=traffic_t.transpose(2, 1, 0),
                    bound=bound_t.T, missing_rate=missing)
-
-
-class _Through:
-    """Share of one tensor class stored at level l or beyond, for the operators `rows` of a
-    block of designs, accumulated from the outermost level inwards (`add`, then `value`):
-    [k, B], or [1, B] when the homes are the same for every operator."""
-
-    def __init__(self, home: np.ndarray, rows: np.ndarray):
-        self.home = home if home.ndim == 3 else home[:, None, :]
-        self.rows = slice(0, 1) if self.home.shape[1] == 1 else rows
-        self.value = np.empty((1 if self.home.shape[1] == 1 else len(rows), len(home)))
-        self.first = True
-        self._ones: bool | None = None
-
-    def ones(self) -> bool:
-        """Whether the value is 1 everywhere (the whole class stored at l or beyond)."""
-        if self._ones is None:
-            self._ones = bool((self.value == 1.0).all())
-        return self._ones
-
-    def add(self, level: int) -> bool:
-        """Add the share stored at `level`; whether it changed the value (the first level
-        always does)."""
-        share = self.home[:, self.rows, level].T
-        if self.first:
-            np.copyto(self.value, share)
-            self.first = False
-        elif share.any():
-            self.value += share
-        else:
-            return False
-        self._ones = None
-        return True

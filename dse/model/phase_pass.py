@@ -67,10 +67,11 @@ def _picked_facts(facts: Facts, tables: np.ndarray) -> Facts:
     def pick(v: Any) -> Any:
         return v[tables] if isinstance(v, np.ndarray) and v.ndim else v
 
-    return dataclasses.replace(facts, **{
+    picked: dict[str, Any] = {
         f.name: ({k: pick(x) for k, x in v.items()} if isinstance(v, dict) and
                  f.name == "resident" else pick(v))
-        for f in dataclasses.fields(facts) for v in (getattr(facts, f.name),)})
+        for f in dataclasses.fields(facts) for v in (getattr(facts, f.name),)}
+    return dataclasses.replace(facts, **picked)
 
 
 def run_phase(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
@@ -102,7 +103,8 @@ def run_phase(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
                                 f"engine: max_batch, max_tokens_per_iteration)",
                                 code=reason_codes.ENGINE_LIMIT)
     flops = table.total_flops
-    flops = flops[tables] if tables is not None and np.ndim(flops) else flops
+    if tables is not None and isinstance(flops, np.ndarray):
+        flops = flops[tables]
     metrics = phase_metrics(table.facts, st, sequences, ex.chips, flops, it)
     feasible = ~reasons.any
     if target and sc.latency_target is not None:

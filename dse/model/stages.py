@@ -22,6 +22,7 @@ from dse.model.distinct import distinct_rows
 from dse.model.execution import Execution
 from dse.model.hitrate import Table, shared_lru_hit_rates, tiered_shares
 from dse.model.kernel import best_shape_rates
+from dse.model.nonfinite import NonFiniteError, check_step_time
 from dse.model.operators import A, ChipOps, G, OpTimes, per_design, take_rows
 from dse.model.parallel import Collectives, collective_volume, resident_split
 from dse.model.performance import op_times
@@ -268,30 +269,6 @@ def spent(time: np.ndarray, count: np.ndarray) -> np.ndarray:
         return np.where(count > 0, time * count, 0.0)
 
 
-class NonFiniteError(ValueError):
-    """A stage handed on a NaN or infinite value where the model's rule is a finite one: a
-    bug in the model, never a property of the input (an internal error, exit 1). Fields:
-    the stage, the metric, the first design (index) and its value."""
-
-    def __init__(self, stage: str, metric: str, design: int, value: float, detail: str = ""):
-        self.stage, self.metric, self.design, self.value = stage, metric, design, value
-        super().__init__(f"stage {stage}: {metric} of design {design} is {value}"
-                         + (f" ({detail})" if detail else ""))
-
-
-def _check_step_time(names: np.ndarray, per: np.ndarray, total: np.ndarray,
-                     flagged: np.ndarray) -> None:
-    """NonFiniteError unless the step time is finite wherever no operator lacks a rate and
-    no collective lacks a link (`flagged`: the designs infeasible for those reasons, whose
-    time is infinite by design)."""
-    bad = ~np.isfinite(total) & ~flagged
-    if bad.any():
-        i = int(np.argmax(bad))
-        j = int(np.argmax(~np.isfinite(per[i])))
-        raise NonFiniteError("step", "step_time_s", i, float(total[i]),
-                             f"first non-finite: {names[j]}, {per[i, j]} s")
-
-
 def row_sums(a: np.ndarray) -> np.ndarray:
     """[N] the sums over the last axis of [N, J], each added in the order of one design's
     contiguous row: numpy sums a strided axis in another order, and the operator-major
@@ -303,8 +280,9 @@ def row_sums(a: np.ndarray) -> np.ndarray:
 def row_major(st: Step) -> Step:
     """`st` with its per-design operator arrays in row-major order (see `row_sums`): for a
     stage that reduces them over operators (power, energy)."""
-    return dataclasses.replace(st, **{f: np.ascontiguousarray(getattr(st, f)) for f in (
-        "count", "flops", "traffic", "compute", "time")})
+    c = np.ascontiguousarray
+    return dataclasses.replace(st, count=c(st.count), flops=c(st.flops), traffic=c(st.traffic),
+                               compute=c(st.compute), time=c(st.time))
 
 
 def _joined(per_op: np.ndarray, per_coll: np.ndarray, n: int) -> np.ndarray:
@@ -330,7 +308,7 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
     total = row_sums(per)
     no_link = ~np.all(np.isfinite(t_coll), axis=1)
     names = np.concatenate([ops.name, coll.name])
-    _check_step_time(names, per, total, t.missing_rate | no_link)
+    check_step_time(names, per, total, t.missing_rate | no_link)
     link_bytes = np.zeros(np.shape(op_count))  # operators send nothing over the links
     if nc:
         volume = collective_volume(coll)

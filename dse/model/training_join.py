@@ -11,10 +11,10 @@ import numpy as np
 
 from dse.model.batch import DesignBatch
 from dse.model.execution import Execution
+from dse.model.nonfinite import check_step_time
 from dse.model.operators import ChipOps, OpTimes
 from dse.model.parallel import Collectives, collective_volume
 from dse.model.stages import INTERCONNECT, PIPELINE, Step
-from dse.model.stages import _check_step_time as check_step_time
 from dse.model.training_plugins import extra_columns, hide
 
 EXTRA = ("pipeline.bubble", "activations.compress")  # the columns training adds

@@ -145,8 +145,8 @@ def convert(path: str, term: Term, value: object, clock_hz: float | None) -> np.
     (int, float, numpy) is already a value in the field's internal unit, the unit its table
     column names (`compute.clock_hz`: Hz, `technology.die_area_mm2`: mm2), as the API's
     arrays and a study's sampled values are. Counts and fractions take plain numbers."""
-    numeric = isinstance(value, np.ndarray) and value.dtype.kind in "iuf"
-    if numeric and value.size and not term.categorical:  # N designs' plain numbers, checked at once
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iuf" and value.size \
+            and not term.categorical:  # N designs' plain numbers, checked at once
         return _numbers(path, term, value.astype(float, copy=False).ravel()).reshape(
             value.shape)
     if isinstance(value, np.ndarray):

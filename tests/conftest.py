@@ -169,3 +169,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if path.parent.name == "faults" or path.name.endswith("_faults.py") or \
                 path.name == "test_workers.py":
             item.add_marker(pytest.mark.faults)
+
+
+@pytest.fixture(autouse=True)
+def _nothing_kept_between_tests() -> Iterator[None]:
+    """Each test starts with no kept tables or training plans (dse.model.lowered,
+    training_cache): a test that monkeypatches a model constant must not find a table an
+    earlier test lowered with the constant as it was."""
+    from dse.model import lowered, training_cache
+
+    lowered.clear()
+    training_cache.clear()
+    yield

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -16,13 +15,12 @@ from dse import phases, units
 from dse.model import reasons as reason_codes
 from dse.model.batch import DesignBatch
 from dse.model.execution import Execution
+from dse.model.lowered import lowered, picked_facts
 from dse.model.passes import run_pass
 from dse.model.placement import Placement
 from dse.model.reasons import Reasons
 from dse.model.stages import Step, phase_metrics
 from dse.spec.workload import Scenario, WorkloadSpec
-from dse.workloads import lower
-from dse.workloads.optable import Facts, OpTable
 from dse.workloads.serving import batch_limit, engine_of, iteration
 
 
@@ -47,53 +45,26 @@ def meets(metrics: dict[str, np.ndarray], sc: Scenario) -> np.ndarray:
     return metrics[target] <= sc.latency_target
 
 
-def _distinct_tables(wl: WorkloadSpec, sc: Scenario, ex: Execution, batch: np.ndarray
-                     ) -> tuple[OpTable, np.ndarray | None]:
-    """The table of N designs at a batch each: lowered once per distinct batch, with the
-    table each design runs ([N]), where at most half the designs have a batch of their own
-    (a study's designs share few batch sizes; `batch best` runs a grid of them); else
-    lowered per design (None). A recommender's gathers are lowered per design."""
-    distinct, tables = np.unique(batch, return_inverse=True)
-    if 2 * len(distinct) > len(batch):
-        return lower(wl, sc, batch=batch, chips=ex.dp), None
-    table = lower(wl, sc, batch=distinct, chips=ex.dp)
-    if table.facts.gathers:
-        return lower(wl, sc, batch=batch, chips=ex.dp), None
-    return table, tables.ravel()
-
-
-def _picked_facts(facts: Facts, tables: np.ndarray) -> Facts:
-    """Facts of U distinct tables ([U] values) as the N designs that run them see them."""
-    def pick(v: Any) -> Any:
-        return v[tables] if isinstance(v, np.ndarray) and v.ndim else v
-
-    picked: dict[str, Any] = {
-        f.name: ({k: pick(x) for k, x in v.items()} if isinstance(v, dict) and
-                 f.name == "resident" else pick(v))
-        for f in dataclasses.fields(facts) for v in (getattr(facts, f.name),)}
-    return dataclasses.replace(facts, **picked)
-
-
 def run_phase(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
          batch: np.ndarray | None, sequences: np.ndarray | float,
          target: bool = False) -> Run:
     """One pass of the pipeline. `batch`: [N] sequences per replica (None: the scenario's
     batch, ceil(batch / dp) per replica); `sequences`: of the whole system."""
     per_replica: float | np.ndarray  # sequences per replica: one, or [N] per design
-    tables = None  # the distinct table each design runs (_distinct_tables)
     if batch is None:
         per_replica = float(math.ceil(int(sc.batch) / ex.dp))
-        table = lower(wl, sc.model_copy(update={"batch": int(per_replica)}), chips=ex.dp)
+        low = lowered(wl, sc.model_copy(update={"batch": int(per_replica)}), ex, None)
     else:
         per_replica = batch
-        table, tables = _distinct_tables(wl, sc, ex, np.asarray(batch, dtype=float))
+        low = lowered(wl, sc, ex, np.asarray(batch, dtype=float))
+    table, tables = low.table, low.tables
     ph = phases.get(sc.phase)
     serve = ph.served
     it = iteration(per_replica, sc.seq_in, sc.seq_out, engine_of(sc)) if serve else None
     done = run_pass(db, table, ex, in_sequence=ph.in_sequence, precision=sc.precision,
-                    tables=tables)
+                    plan=low.plan, tables=tables)
     if tables is not None:  # the table's facts per design
-        table = dataclasses.replace(table, facts=_picked_facts(table.facts, tables))
+        table = dataclasses.replace(table, facts=picked_facts(table.facts, tables))
     st, placed, reasons = done.step, done.placement, done.reasons
     if serve:
         limit = batch_limit(sc.seq_in, sc.seq_out, engine_of(sc))

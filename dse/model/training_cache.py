@@ -13,15 +13,13 @@ arrays are read-only, so no caller can change what a later call reads. At most M
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from dse import phases
 from dse.model.execution import Execution
+from dse.model.kept import Kept, frozen
 from dse.model.passes import Plan, plan_pass
 from dse.model.training_memory import TrainingMemory, plan_training_memory
 from dse.model.training_plugins import training_collectives
@@ -94,34 +92,27 @@ class Planned:
         return self.setups[i]
 
 
-_ENTRIES: OrderedDict[tuple[str, ...], Planned] = OrderedDict()
-_LOCK = threading.Lock()  # studies may evaluate from several threads
+_KEPT: Kept[Planned] = Kept()
+_ENTRIES = _KEPT.entries
 
 
 def planned(wl: TransformerSpec, sc: Scenario, ex: Execution) -> Planned:
     """The entry of (wl, sc, ex), made on first use; `ex` with the scenario's training block
     applied (Execution.with_training)."""
     key = (type(wl).__name__, wl.model_dump_json(), sc.model_dump_json(), repr(ex))
-    with _LOCK:
-        hit = _ENTRIES.get(key)
-        if hit is not None:
-            _ENTRIES.move_to_end(key)
-            return hit
-    wl, sc = wl.model_copy(deep=True), sc.model_copy(deep=True)
-    cands = choices(ex, int(sc.batch), wl.layers)
-    entry = Planned(wl=wl, sc=sc, ex=ex, choices=cands,
-                    memory=_frozen(plan_training_memory(wl, plan_of(sc, ex, cands))))
-    with _LOCK:
-        _ENTRIES[key] = entry
-        while len(_ENTRIES) > MAX_ENTRIES:
-            _ENTRIES.popitem(last=False)
-    return entry
+
+    def make() -> Planned:
+        w, s = wl.model_copy(deep=True), sc.model_copy(deep=True)
+        cands = choices(ex, int(s.batch), w.layers)
+        return Planned(wl=w, sc=s, ex=ex, choices=cands,
+                       memory=frozen(plan_training_memory(w, plan_of(s, ex, cands))))
+
+    return _KEPT.get(key, make, MAX_ENTRIES)
 
 
 def clear() -> None:
     """Forget every entry."""
-    with _LOCK:
-        _ENTRIES.clear()
+    _KEPT.clear()
 
 
 def _setup(p: Planned, i: int) -> Setup:
@@ -131,7 +122,7 @@ def _setup(p: Planned, i: int) -> Setup:
     run_as = dataclasses.replace(ex, **effective(c, ex).fields())  # the execution as it runs
     # the lowering reads the strategy from the scenario's training block: the execution's
     sc_c = sc.model_copy(update={"training": t.model_copy(update=run_as.training_fields())})
-    table = _frozen(lower(p.wl, sc_c, chips=ex.dp))
+    table = frozen(lower(p.wl, sc_c, chips=ex.dp))
     memory = TrainingMemory(**{f.name: getattr(p.memory, f.name)[i, ...]
                                for f in dataclasses.fields(TrainingMemory)})
     done = float(np.sum(table.flops * table.count * (table.stage != "optimizer")))
@@ -143,18 +134,4 @@ def _setup(p: Planned, i: int) -> Setup:
     counts = np.concatenate([plan.ops.count, plan.coll.count]).astype(float) if one else None
     return Setup(choice=c, execution=run_as, scenario=sc_c, table=table, memory=memory,
                  counted=model_flops(table, p.wl, float(sc.seq_in)), done=done,
-                 plan=_frozen(plan), counts=_frozen(counts))
-
-
-def _frozen(x: Any) -> Any:
-    """`x` (a dataclass of arrays) with every array read-only, its nested dataclasses and
-    dicts' arrays too; returns `x`."""
-    if isinstance(x, np.ndarray):
-        x.flags.writeable = False
-    elif isinstance(x, dict):
-        for v in x.values():
-            _frozen(v)
-    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
-        for f in dataclasses.fields(x):
-            _frozen(getattr(x, f.name))
-    return x
+                 plan=frozen(plan), counts=frozen(counts))

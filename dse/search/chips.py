@@ -88,6 +88,8 @@ def _metrics(ev) -> dict[str, np.ndarray]:
 
 
 MEMORY_SHORT = "memory_short_bytes"
+# The table column (after the workload's name) of why a design does not run the workload.
+JOB_REASON = "reason"
 
 
 @dataclass(frozen=True)

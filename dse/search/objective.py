@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,11 @@ class Outcome:
     reason: np.ndarray  # [N] str ("" when feasible)
     columns: dict[str, np.ndarray]  # table columns, one value per design
     per_job: dict[str, dict[str, np.ndarray]]  # workload -> study metric -> [N]
+    job_reason: dict[str, np.ndarray] = field(default_factory=dict)
+    """workload -> [N] str: why each design does not run it ("" where it does); `reason`
+    joins these with the budgets' and constraints', and no reader takes them back apart."""
+    budget_reason: np.ndarray | None = None
+    """[N] str: the study budgets (area, cost, power) each design exceeds, in words."""
 
     def told(self, directions: Sequence[str]) -> np.ndarray:
         """[N, G] objective values as told to the sampler: finite everywhere."""
@@ -99,12 +104,14 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
     cons = study.spec.constraints
     constraints: dict[str, np.ndarray] = {}
     why: dict[Any, list[str]] = defaultdict(list)  # design index (numpy int) -> what it breaks
+    over: dict[Any, list[str]] = defaultdict(list)  # -> the budgets (area, cost, power) of it
     columns: dict[str, np.ndarray] = {p: np.asarray(v, dtype=float) for p, v in params.items()}
     if "bf16" in db.matrix_peak:  # what a design gives up in peak FLOPS (summary's verdict)
         columns["peak_bf16_flop_per_s"] = db.matrix_peak["bf16"]
-    area_mm2, cost_usd = _chip_constraints(study, db, columns, constraints, why)
+    area_mm2, cost_usd = _chip_constraints(study, db, columns, constraints, why, over)
+    job_reason: dict[str, np.ndarray] = {}
     per_job, misfit, power, system_over = _run_jobs(study, params, db, area_mm2, cost_usd,
-                                                    columns, why)
+                                                    columns, why, job_reason)
     if study.system_budget is not None and cost_usd is not None:
         # finite for the sampler: a die no wafer yields costs inf
         constraints["system_cost_usd"] = np.minimum(system_over, WORST_MINIMIZED)
@@ -113,7 +120,8 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
     if cons.power is not None:
         constraints["power_w"] = np.where(np.isfinite(power), power - cons.power, -1.0)
         for i in np.flatnonzero(np.isfinite(power) & (power > cons.power)):
-            why[i].append(f"power {power[i]:.0f} W exceeds the cap of {cons.power:.0f} W")
+            for book in (why, over):
+                book[i].append(f"power {power[i]:.0f} W exceeds the cap of {cons.power:.0f} W")
     base = baseline if baseline is not None else {
         j: {k: float(v[0]) for k, v in d.items()} for j, d in per_job.items()}
     values = np.column_stack([goal_values(g, per_job, area_mm2, base, cost_usd)
@@ -125,20 +133,24 @@ def evaluate_designs(study: Study, params: dict[str, np.ndarray],
         feasible &= v <= 0
     if not cons.fit:
         feasible &= np.isfinite(values).all(axis=1)
-    reason = np.full(n, "", dtype=object)
+    reason, budget_reason = np.full(n, "", dtype=object), np.full(n, "", dtype=object)
     for i, w in why.items():
         if not feasible[i]:
             reason[i] = "; ".join(w)
+    for i, w in over.items():
+        budget_reason[i] = "; ".join(w)
     return Outcome(values=values, constraints=constraints, feasible=feasible, reason=reason,
-                   columns=columns, per_job=per_job)
+                   columns=columns, per_job=per_job, job_reason=job_reason,
+                   budget_reason=budget_reason)
 
 
 def _chip_constraints(study: Study, db: DesignBatch, columns: dict[str, np.ndarray],
-                      constraints: dict[str, np.ndarray], why: dict[Any, list[str]]
-                      ) -> tuple[np.ndarray, np.ndarray | None]:
+                      constraints: dict[str, np.ndarray], why: dict[Any, list[str]],
+                      over: dict[Any, list[str]]) -> tuple[np.ndarray, np.ndarray | None]:
     """(area per chip in mm2, NaN without the area model; cost per chip in USD or None) of
     each design; the chip's constraints (cost, area, reticle, interposer, shoreline, HBM
-    edges) into `constraints`, their reasons into `why`, its area columns into `columns`."""
+    edges) into `constraints`, their reasons into `why` (the budgets' also into `over`), its
+    area columns into `columns`."""
     tech, cons, n = study.tech, study.spec.constraints, db.n
     area_mm2 = np.full(n, np.nan)
     cost_usd: np.ndarray | None = None
@@ -156,16 +168,18 @@ def _chip_constraints(study: Study, db: DesignBatch, columns: dict[str, np.ndarr
         # finite for the sampler: a die no wafer yields costs inf
         constraints["cost_usd"] = np.minimum(cost_usd - cost_budget, WORST_MINIMIZED)
         for i in np.flatnonzero(cost_usd > cost_budget):
-            why[i].append(f"cost {cost_usd[i]:,.0f} USD exceeds the budget of "
-                          f"{cost_budget:,.0f} USD")
+            for book in (why, over):
+                book[i].append(f"cost {cost_usd[i]:,.0f} USD exceeds the budget of "
+                            f"{cost_budget:,.0f} USD")
     if die.geometry is not None:
         columns["interposer_mm2"] = die.geometry.interposer_mm2
     budget = study.area_budget
     if budget is not None:
         constraints["area_mm2"] = area_mm2 - budget
         for i in np.flatnonzero(area_mm2 > budget):
-            why[i].append(f"area {area_mm2[i]:.0f} mm2 exceeds the budget of "
-                          f"{budget:.0f} mm2")
+            for book in (why, over):
+                book[i].append(f"area {area_mm2[i]:.0f} mm2 exceeds the budget of "
+                            f"{budget:.0f} mm2")
     geo = die.geometry
     if cons.reticle:  # the die as modelled (spares, padding): the area the budget counts
         constraints["reticle_mm2"] = die.die_mm2 - tech.reticle
@@ -194,7 +208,8 @@ def _chip_constraints(study: Study, db: DesignBatch, columns: dict[str, np.ndarr
 
 def _run_jobs(study: Study, params: dict[str, np.ndarray], db: DesignBatch,
               area_mm2: np.ndarray, cost_usd: np.ndarray | None,
-              columns: dict[str, np.ndarray], why: dict[Any, list[str]]
+              columns: dict[str, np.ndarray], why: dict[Any, list[str]],
+              job_reason: dict[str, np.ndarray]
               ) -> tuple[dict[str, dict[str, np.ndarray]], np.ndarray, np.ndarray, np.ndarray]:
     """(each workload's objective metrics, workloads each design cannot run, highest power
     per chip over the workloads it runs in W, most a workload's system is over its cost
@@ -234,7 +249,9 @@ def _run_jobs(study: Study, params: dict[str, np.ndarray], db: DesignBatch,
         columns[f"{name}.sequences"] = ev.sequences
         for k, v in (ev.training or {}).items():  # the training setup each design chose
             columns[f"{name}.{k}"] = v
+        job_reason[name] = np.full(n, "", dtype=object)
         for i in np.flatnonzero(~ev.feasible):
+            job_reason[name][i] = ev.reason[i]
             why[i].append(f"{name}: {ev.reason[i]}")
     return per_job, misfit, power, system_over
 

@@ -6,7 +6,6 @@ is the same whichever process ran each trial."""
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -16,7 +15,7 @@ import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 
 from dse.search import atomic
-from dse.search.chips import MEMORY_SHORT
+from dse.search.chips import JOB_REASON, MEMORY_SHORT
 from dse.search.objective import Outcome, evaluate_designs
 from dse.search.pareto import front_mask, hypervolume, reference_point
 from dse.search.referenced import referenced
@@ -76,18 +75,6 @@ def power_of(frame: pd.DataFrame) -> pd.Series:
     return frame[cols].max(axis=1, skipna=True)
 
 
-def _part(reason: str, name: str, names: list[str]) -> str:
-    """The part of a design's reason that is about workload `name` (reasons join the
-    constraints' and each workload's with '; ', in the study's order)."""
-    start = reason.find(f"{name}: ")
-    if start < 0:
-        return ""
-    text = reason[start + len(name) + 2:]
-    ends = [text.find(f"; {n}: ") for n in names if n != name] + [text.find("; power ")]
-    ends = [e for e in ends if e >= 0]
-    return text[:min(ends)] if ends else text
-
-
 def infeasible_reasons(study: Study, trials: pd.DataFrame) -> list[tuple[int, str]]:
     """Why the study's designs are infeasible: (designs, why) per constraint broken, most
     first, each with the closest any design came (the smallest area, die, padding or power
@@ -141,7 +128,6 @@ def infeasible_reasons(study: Study, trials: pd.DataFrame) -> list[tuple[int, st
                          if "state" in trials else trials)
         out.append((n, f"over the {cons.power:,.0f} W power cap (the least any "
                        f"design draws: {power.min():,.0f} W)"))
-    names = list(study.jobs)
     for name, col, _ in throughput_columns(study):
         if col not in bad:
             continue
@@ -154,8 +140,10 @@ def infeasible_reasons(study: Study, trials: pd.DataFrame) -> list[tuple[int, st
         short = (miss[col_short].to_numpy(float) if col_short in miss
                  else np.full(len(miss), np.nan))
         short = np.where(np.isfinite(short), short, np.inf)
-        parts = [(float(s), _part(str(r), name, names), int(k))
-                 for s, r, k in zip(short, miss["reason"], miss["number"], strict=True)]
+        col_reason = f"{name}.{JOB_REASON}"  # the workload's own reason (outcome_frame)
+        texts = miss[col_reason] if col_reason in miss else pd.Series("", index=miss.index)
+        parts = [(float(s), "" if pd.isna(r) else str(r), int(k))
+                 for s, r, k in zip(short, texts, miss["number"], strict=True)]
         parts = [p for p in parts if p[1]]
         example = ""
         if parts:
@@ -175,6 +163,8 @@ def outcome_frame(study: Study, params: dict[str, np.ndarray], out: Outcome) -> 
     cols.update({f"constraint.{k}": v for k, v in out.constraints.items()})
     cols["feasible"] = out.feasible
     cols["reason"] = out.reason
+    for name, why in out.job_reason.items():  # each workload's reason, as data
+        cols[f"{name}.{JOB_REASON}"] = why
     return pd.DataFrame(cols)
 
 
@@ -238,36 +228,22 @@ def pareto_frame(study: Study, frame: pd.DataFrame) -> pd.DataFrame:
     return front.sort_values(cols[0], ascending=first.spec.direction == "minimize")
 
 
-# A budget a design exceeds, as evaluate_designs words it ("area 1474 mm2 exceeds the budget
-# of 757 mm2", "power 812 W exceeds the cap of 700 W").
-_OVER = re.compile(r"(?:^|; )((?:area|cost|power) [^;]*? exceeds the (?:budget|cap) of [^;]*)")
-
-
 def not_run(study: Study, out: Outcome) -> str:
     """The workloads the first design of `out` does not run, each with its reason
     ("llama2-70b-decode: weights ... exceed ...; ..."); "" when it runs them all."""
-    reason = str(out.reason[0])
-    names = list(study.jobs)
     parts = []
-    for j, name in enumerate(names):
+    for name in study.jobs:
         if np.isfinite(out.per_job[name]["throughput"][0]):
             continue
-        start = reason.find(f"{name}: ")
-        if start < 0:
-            parts.append(f"{name}: does not run")
-            continue
-        ends = [e for k in names[j + 1:] if (e := reason.find(f"; {k}: ", start)) >= 0]
-        ends += [e for e in (reason.find("; power ", start),) if e >= 0]
-        parts.append(reason[start:min(ends, default=len(reason))])
+        why = str(out.job_reason[name][0]) if name in out.job_reason else ""
+        parts.append(f"{name}: {why or 'does not run'}")
     return "; ".join(parts)
 
 
 def outside_budget(out: Outcome) -> str:
     """The study budgets (area, cost, power) the first design of `out` exceeds, in words;
     "" when within them all."""
-    over = [k for k in ("area_mm2", "cost_usd", "power_w")
-            if k in out.constraints and out.constraints[k][0] > 0]
-    return "; ".join(_OVER.findall(str(out.reason[0]))) if over else ""
+    return "" if out.budget_reason is None else str(out.budget_reason[0])
 
 
 def reference_frame(study: Study, baseline: dict[str, dict[str, float]]) -> pd.DataFrame:

@@ -12,12 +12,11 @@ from dse.errors import DseError
 from dse.model.batch import DesignBatch
 from dse.model.chunks import BEST_CANDIDATES
 from dse.model.execution import Execution
-from dse.model.parallel import chip_ops
+from dse.model.lowered import at_one_and_two
 from dse.model.phase_pass import Run, meets, run_phase
 from dse.model.placement import WORKSPACE
-from dse.model.stages import activation_bytes, footprint
+from dse.model.stages import footprint
 from dse.spec.workload import Scenario, WorkloadSpec
-from dse.workloads import lower
 from dse.workloads.optable import CLASSES
 from dse.workloads.serving import batch_limit, engine_of
 
@@ -46,11 +45,10 @@ def size(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution) -> np.n
     weights; serve also within the engine's max batch and token budget. The workspace is
     the largest operator's, each affine in the batch (its intercept and slope from the
     lowering at 1 and 2 sequences), so the answer is exact: the next sequence does not fit."""
-    table = lower(wl, sc.model_copy(update={"batch": 1}), batch=np.array([1.0, 2.0]),
-                  chips=ex.dp)
-    ops, _ = chip_ops(table, ex)
-    ws = activation_bytes(ops)  # [2, I]
-    fp = footprint(table, ops, ex, ws)
+    low = at_one_and_two(wl, sc.model_copy(update={"batch": 1}), ex)
+    assert low.plan is not None
+    ops, ws = low.plan.ops, low.plan.ws  # ws: [2, I]
+    fp = footprint(low.table, ops, ex, ws)
     grows = {c.name for c in CLASSES if c.per_sequence}
     held = sum((np.broadcast_to(fp[c], (2,)) for c in grows), np.zeros(2))
     fixed = sum((np.broadcast_to(fp[c], (2,))[0] for c in fp.bytes

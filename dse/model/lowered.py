@@ -72,6 +72,20 @@ def _kept(wl: WorkloadSpec, sc: Scenario, ex: Execution, distinct: np.ndarray | 
     return _KEPT.get(key, make, MAX_ENTRIES)
 
 
+def at_one_and_two(wl: WorkloadSpec, sc: Scenario, ex: Execution) -> Lowered:
+    """The table at 1 and 2 sequences per replica ([2] tables) and its plan stage, kept: what
+    `batch max` sizes the batch from (batch_search.size)."""
+    key = (type(wl).__name__, wl.model_dump_json(), sc.model_dump_json(), repr(ex), "1, 2")
+
+    def make() -> Lowered:
+        table = lower(wl, sc, batch=np.array([1.0, 2.0]), chips=ex.dp)
+        return frozen(Lowered(table=table, plan=plan_pass(table, ex, in_sequence=True)))
+
+    entry = _KEPT.get(key, make, MAX_ENTRIES)
+    assert entry is not None
+    return entry
+
+
 def clear() -> None:
     """Forget every kept table."""
     _KEPT.clear()

@@ -24,6 +24,11 @@ from dse.workloads.optable import Facts, OpTable
 # each at one scenario, in many calls; `batch best` adds one entry per set of candidate
 # batches, so more are kept than for training (dse.model.training_cache).
 MAX_ENTRIES = 256
+# Distinct batches an entry may hold: a table and its plan take about 1 KB per batch
+# (Llama-3-8B and Mixtral serve, measured), so an entry stays under ~100 KB and the store
+# under ~25 MB; a larger set (`batch best` over a wide range of batches) is lowered as
+# distinct tables but not kept.
+KEEP_DISTINCT = 64
 _KEPT: Kept[Lowered | None] = Kept()
 
 
@@ -69,6 +74,8 @@ def _kept(wl: WorkloadSpec, sc: Scenario, ex: Execution, distinct: np.ndarray | 
         plan = plan_pass(table, ex, in_sequence=phases.get(sc.phase).in_sequence)
         return frozen(Lowered(table=table, plan=plan))
 
+    if distinct is not None and len(distinct) > KEEP_DISTINCT:
+        return make()
     return _KEPT.get(key, make, MAX_ENTRIES)
 
 

@@ -113,3 +113,18 @@ def test_the_least_recently_used_table_is_dropped(monkeypatch):
         lowering.lowered(wl, sc.model_copy(update={"seq_in": seq}), ex, None)
     kept = {key[2] for key in lowering._KEPT.entries}
     assert len(kept) == 2 and all('"seq_in":2048' not in k for k in kept)
+
+
+def test_a_wide_set_of_batches_is_not_kept(monkeypatch):
+    """More distinct batches than KEEP_DISTINCT: lowered as distinct tables, not kept (the
+    store stays bounded in bytes, not only in entries)."""
+    monkeypatch.setattr(lowering, "KEEP_DISTINCT", 3)
+    wl = dse.load_workload("llama3-8b")
+    _, sc = resolve_scenario(wl, "serve-2048-128")
+    ex = Execution(chips=1)
+    lowering.clear()
+    low = lowering.lowered(wl, sc, ex, np.array([1.0, 2.0, 3.0, 4.0] * 3))
+    assert low.tables is not None and low.table.flops.shape[0] == 4
+    assert not lowering._KEPT.entries
+    lowering.lowered(wl, sc, ex, np.array([1.0, 2.0, 3.0] * 3))
+    assert len(lowering._KEPT.entries) == 1

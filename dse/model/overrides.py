@@ -23,9 +23,19 @@ def same(value: float, n: int) -> np.ndarray:
     designs, a small array for a few (cheaper to make than a view)."""
     if n > 64:
         return np.broadcast_to(np.float64(value), (n,))
-    out = np.full(n, value)
-    out.flags.writeable = False
+    key = (value if value == value else "nan", n)  # (NaN is not equal to itself)
+    out = _SAME.get(key)
+    if out is None:
+        if len(_SAME) > 4096:  # a spec's constants are few; a sweep of them is not kept
+            _SAME.clear()
+        out = _SAME[key] = np.full(n, value)
+        out.flags.writeable = False
     return out
+
+
+# The read-only arrays `same` made, by (value, designs): the spec's constants recur in every
+# call (a call of one design reads some 60 of them).
+_SAME: dict[tuple[float | str, int], np.ndarray] = {}
 
 
 class Values:

@@ -21,6 +21,7 @@ The terms themselves are derived in dse.spec.terms.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -61,11 +62,21 @@ def canonical(spec: HardwareSpec, path: str) -> tuple[str, Term]:
             raise DseError(f"{spec.name} has {len(names)} memory levels "
                            f"(memory[0] .. memory[{len(names) - 1}])", field=path, domain="design")
         path = f"memory.{names[i]}{path[m.end():]}"
-    table = terms()
-    for pattern, term in table.items():
-        if _matches(pattern, path, names):
-            return path, term
-    raise DseError(_why_not(path, spec, names), field=path, domain="design")
+    term = _term_of(path, tuple(names))
+    if term is None:
+        raise DseError(_why_not(path, spec, names), field=path, domain="design")
+    return path, term
+
+
+@functools.lru_cache(maxsize=4096)
+def _term_of(path: str, names: tuple[str, ...]) -> Term | None:
+    """The term `path` is an instance of with memory levels `names` (None: none); the
+    vocabulary is fixed, so each (path, levels) is matched once (a study reads the same few
+    paths in every call)."""
+    for pattern, term in terms().items():
+        if _matches(pattern, path, list(names)):
+            return term
+    return None
 
 
 def _slot_values(slot: str, names: list[str]) -> tuple[str, ...]:

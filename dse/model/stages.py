@@ -255,12 +255,16 @@ def timed(db: DesignBatch, ops: ChipOps, acc: Access, facts: Facts) -> OpTimes:
     return out
 
 
-def spent(time: np.ndarray, count: np.ndarray) -> np.ndarray:
+def spent(time: np.ndarray, count: np.ndarray, row: np.ndarray | None = None) -> np.ndarray:
     """Time x count, 0 where an operator or collective runs no times (a collective a chip
-    without links cannot run takes infinite time, but none of it when it never runs)."""
+    without links cannot run takes infinite time, but none of it when it never runs).
+    `row`: [J] the counts where every design's are that row (a broadcast count is read as
+    its row too): the columns that never run are zeroed, no [N, J] mask is made."""
     with np.errstate(invalid="ignore"):
-        if np.ndim(count) == 2 and np.shape(count)[0] > 1 and count.strides[0] == 0:
-            row = count[0]  # one count per operator for every design: zero its columns
+        if row is None and np.ndim(count) == 2 and np.shape(count)[0] > 1 \
+                and count.strides[0] == 0:
+            row = count[0]
+        if row is not None:
             per = time * row
             never = ~(row > 0)
             if never.any():

@@ -14,7 +14,7 @@ from dse.model.execution import Execution
 from dse.model.nonfinite import check_step_time
 from dse.model.operators import ChipOps, OpTimes
 from dse.model.parallel import Collectives, collective_volume
-from dse.model.stages import INTERCONNECT, PIPELINE, Step
+from dse.model.stages import INTERCONNECT, PIPELINE, Step, row_sums, spent
 from dse.model.training_plugins import extra_columns, hide
 
 EXTRA = ("pipeline.bubble", "activations.compress")  # the columns training adds
@@ -30,12 +30,12 @@ def joined(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll:
     time = np.empty((n, j + 2))
     time[:, :i] = t.time
     time[:, i:j] = t_coll
-    ran = _spent(t.time, row[:i])
+    ran = spent(t.time, row[:i], row[:i])
     per_stage = _PerStage(ops, ran)
     role = np.concatenate([np.full(i, "", dtype=object), coll.role.astype(object)])
     hide(time[:, :j], ops, role, m, per_stage)
-    per = _spent(time[:, :j], row)
-    total = per.sum(axis=1)
+    per = spent(time[:, :j], row, row)
+    total = row_sums(per)
     no_link = ~np.all(np.isfinite(t_coll), axis=1)
     names = np.concatenate([ops.name, coll.name])
     check_step_time(names, per, total, t.missing_rate | no_link)
@@ -57,19 +57,8 @@ def joined(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll:
         matrix=np.concatenate([ops.is_matrix, np.zeros(nc + 2, dtype=bool)]),
         link_bytes=_link_bytes(n, ops, coll), count=count, flops=flops,
         traffic=t.traffic, compute=t.compute, time=time, bound=bound,
-        total=total + add.sum(axis=1), missing_rate=t.missing_rate, no_link=no_link,
+        total=total + row_sums(add), missing_rate=t.missing_rate, no_link=no_link,
         role=np.concatenate([role, np.array(["", ""], dtype=object)]))
-
-
-def _spent(time: np.ndarray, row: np.ndarray) -> np.ndarray:
-    """[N, J] time x repeats, 0 where a column runs no times (stages.spent, the same
-    numbers), in one new contiguous array."""
-    with np.errstate(invalid="ignore"):
-        out = np.multiply(time, row, out=np.empty(time.shape))
-    idle = np.flatnonzero(row <= 0)
-    if idle.size:
-        out[:, idle] = 0.0
-    return out
 
 
 class _PerStage(dict[str, np.ndarray]):
@@ -82,7 +71,7 @@ class _PerStage(dict[str, np.ndarray]):
         self.ops, self.ran = ops, ran
 
     def __missing__(self, stage: str) -> np.ndarray:
-        out = self[stage] = np.where(self.ops.stage == stage, self.ran, 0.0).sum(axis=1)
+        out = self[stage] = row_sums(np.where(self.ops.stage == stage, self.ran, 0.0))
         return out
 
 

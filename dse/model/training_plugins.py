@@ -117,21 +117,12 @@ def training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scenario,
     return collectives_of(names, kinds, stages, groups, sizes, counts, roles)
 
 
-def _spent(time: np.ndarray, count: np.ndarray, row: np.ndarray | None) -> np.ndarray:
-    """stages.spent(time, count), from `row` ([J]) where every design's counts are that row:
-    the same products, without reading the [N, J] counts."""
-    if row is None:
-        return spent(time, count)
-    with np.errstate(invalid="ignore"):
-        return np.where(row > 0, time * row, 0.0)
-
-
 def times_by_stage(st: Step, row: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """[N] time of the step's operators of each stage (forward, recompute, backward), the
     operators' time over their repeats worked out once for all three. `row`: [J] the
     step's counts where they are the same for every design."""
     i = len(st.ops.name)
-    ran = _spent(st.time[:, :i], st.count[:, :i], None if row is None else row[:i])
+    ran = spent(st.time[:, :i], st.count[:, :i], None if row is None else row[:i])
     return {s: row_sums(np.where(st.ops.stage == s, ran, 0.0)) for s in STAGES}
 
 
@@ -157,7 +148,7 @@ def overlapped(st: Step, m: float, per_stage: dict[str, np.ndarray] | None = Non
     time = st.time.copy()
     if not hide(time, st.ops, st.role, m, per_stage):  # the step as it was (the same total)
         return st
-    return dataclasses.replace(st, time=time, total=row_sums(_spent(time, st.count, row)))
+    return dataclasses.replace(st, time=time, total=row_sums(spent(time, st.count, row)))
 
 
 def hide(time: np.ndarray, ops: ChipOps, role: np.ndarray | None, m: float,

@@ -204,6 +204,8 @@ def test_the_closest_design_is_found_by_its_amount_not_its_words(tmp_path):
         "number": [0, 1, 2], "state": ["COMPLETE"] * 3, "feasible": [False] * 3,
         "reason": [f"{name}: weights exceed the memory (1 B short)",
                    f"{name}: weights exceed the memory", f"{name}: no words"],
+        f"{name}.reason": ["weights exceed the memory (1 B short)",
+                           "weights exceed the memory", "no words"],
         col: [np.nan] * 3, f"{name}.{MEMORY_SHORT}": [5e9, 2e9, np.nan]})
     ((count, why),) = outputs.infeasible_reasons(study, trials)
     assert count == 3 and why == (f"do not run {name} (closest: trial 1, weights exceed "

@@ -138,10 +138,10 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     # quantities are gathered per block, and what holds over all tables is worked out once
     tables = ops.rows
     issue = issue_factor(batch, shape, dtypes, is_matrix, ops.kind, tables)
-    gemms = Gemms.of(shape, tile, is_matrix, slots) if shape.ndim == 2 else None
-    # over the distinct tables: a dimension the same in all of them is fixed for every block
-    of_tables = Gemms.of(shape, tile, is_matrix, slots) if gemms is None and \
-        tables is not None else None
+    # The GEMMs over all designs: per operator, or over the distinct tables (a dimension the
+    # same in all of them is fixed for every block); else per block.
+    gemms = Gemms.of(shape, tile, is_matrix, slots) if shape.ndim == 2 or tables is not None \
+        else None
     dim_fields = [Field(f"dim{j}", shape[..., j], block, tables) for j in range(3)]
     classes = Classes.of(r, w) if (r.ndim == 2 and w.ndim == 2) or tables is not None \
         else None
@@ -182,12 +182,12 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
         off_r.fill(0.0)
         on_r.fill(0.0)
         hit, code = work_rows(hit_work, n_ops, b), work_rows(code_work, n_ops, b)
-        if gemms is not None:
-            gm = gemms
-        elif of_tables is not None and tables is not None:
-            gm = dataclasses.replace(of_tables, dequant=of_tables.dequant[:, tables[d]])
-        else:
+        if gemms is None:
             gm = Gemms.of(shape[d], tile, is_matrix, slots)
+        elif tables is not None and shape.ndim == 3:  # the dequantization work, per table
+            gm = dataclasses.replace(gemms, dequant=gemms.dequant[:, tables[d]])
+        else:
+            gm = gemms
         cl = classes or Classes.of(r[d] if r.ndim == 3 else r, w[d] if w.ndim == 3 else w)
         mixed = cl.mixed
         mixed_out = work_rows(mixed_work, len(mixed), b)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 import numpy as np
+from pydantic import BaseModel
 
 V = TypeVar("V")
 
@@ -41,6 +42,12 @@ class Kept(Generic[V]):
         """Forget every entry."""
         with self.lock:
             self.entries.clear()
+
+
+def key_of(wl: BaseModel, sc: BaseModel, ex: object, *more: Hashable) -> tuple[Hashable, ...]:
+    """The key of what a call works out from a workload, scenario and execution (and `more`):
+    their whole content, so a spec changed between calls is a new key."""
+    return (type(wl).__name__, wl.model_dump_json(), sc.model_dump_json(), repr(ex), *more)
 
 
 def frozen(x: Any) -> Any:

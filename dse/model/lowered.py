@@ -14,7 +14,7 @@ import numpy as np
 
 from dse import phases
 from dse.model.execution import Execution
-from dse.model.kept import Kept, frozen
+from dse.model.kept import Kept, frozen, key_of
 from dse.model.passes import Plan, plan_pass
 from dse.spec.workload import Scenario, WorkloadSpec
 from dse.workloads import lower
@@ -64,8 +64,7 @@ def lowered(wl: WorkloadSpec, sc: Scenario, ex: Execution, batch: np.ndarray | N
 def _kept(wl: WorkloadSpec, sc: Scenario, ex: Execution, distinct: np.ndarray | None
           ) -> Lowered | None:
     """The kept entry (None: the kind lowers a batch each per design)."""
-    key = (type(wl).__name__, wl.model_dump_json(), sc.model_dump_json(), repr(ex),
-           None if distinct is None else distinct.tobytes())
+    key = key_of(wl, sc, ex, None if distinct is None else distinct.tobytes())
 
     def make() -> Lowered | None:
         table = lower(wl, sc, batch=distinct, chips=ex.dp)
@@ -82,7 +81,7 @@ def _kept(wl: WorkloadSpec, sc: Scenario, ex: Execution, distinct: np.ndarray | 
 def at_one_and_two(wl: WorkloadSpec, sc: Scenario, ex: Execution) -> Lowered:
     """The table at 1 and 2 sequences per replica ([2] tables) and its plan stage, kept: what
     `batch max` sizes the batch from (batch_search.size)."""
-    key = (type(wl).__name__, wl.model_dump_json(), sc.model_dump_json(), repr(ex), "1, 2")
+    key = key_of(wl, sc, ex, "1, 2")
 
     def make() -> Lowered:
         table = lower(wl, sc, batch=np.array([1.0, 2.0]), chips=ex.dp)

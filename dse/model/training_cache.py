@@ -19,7 +19,7 @@ import numpy as np
 
 from dse import phases
 from dse.model.execution import Execution
-from dse.model.kept import Kept, frozen
+from dse.model.kept import Kept, frozen, key_of
 from dse.model.passes import Plan, plan_pass
 from dse.model.training_memory import TrainingMemory, plan_training_memory
 from dse.model.training_plugins import training_collectives
@@ -99,7 +99,7 @@ _ENTRIES = _KEPT.entries
 def planned(wl: TransformerSpec, sc: Scenario, ex: Execution) -> Planned:
     """The entry of (wl, sc, ex), made on first use; `ex` with the scenario's training block
     applied (Execution.with_training)."""
-    key = (type(wl).__name__, wl.model_dump_json(), sc.model_dump_json(), repr(ex))
+    key = key_of(wl, sc, ex)
 
     def make() -> Planned:
         w, s = wl.model_copy(deep=True), sc.model_copy(deep=True)

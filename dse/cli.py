@@ -283,6 +283,10 @@ def eval_(
     chips: Annotated[int, typer.Option(help="Chips in the system.")] = 1,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option(help="Pipeline-parallel degree.")] = 1,
+    cp: Annotated[int, typer.Option(help="Training: context-parallel degree (ranks that "
+                                         "share each sequence, ring attention).")] = 1,
+    ep: Annotated[int, typer.Option(help="Training: expert-parallel degree (ranks that "
+                                         "share each MoE layer's experts).")] = 1,
     sets: Annotated[list[str] | None, typer.Option(
         "--set", help="Override a hardware field: dotted.path=value (with units); "
                       "comma-separated values evaluate several designs.")] = None,
@@ -310,13 +314,15 @@ def eval_(
     from dse.spec.load import load_design
     from dse.sweep import sweep
 
-    for option, count in (("--chips", chips), ("--tp", tp), ("--pp", pp)):
+    for option, count in (("--chips", chips), ("--tp", tp), ("--pp", pp), ("--cp", cp),
+                          ("--ep", ep)):
         _whole(count, option)
     values = _sweep_values(phase, batch, seq_in, seq_out, precision, sets,
                            kv_precision=kv_precision, latency_target=latency_target)
     spec, tech, no_power = load_design(hardware)
     sw = sweep(spec, dse.load_workload(workload), scenario, values=values,
-               mode="grid" if grid else "zip", chips=chips, tp=tp, pp=pp, tech=tech,
+               mode="grid" if grid else "zip", chips=chips, tp=tp, pp=pp, cp=cp, ep=ep,
+               tech=tech,
                reticle=reticle, area_budget=_area(area_budget))
     for warning in sw.warnings:
         err(f"warning: {warning}")

@@ -34,7 +34,12 @@ def _with_progress(label: str, work: Callable[[Callable[[int, int], None] | None
 def validate(
     measurements: Annotated[list[Path] | None, typer.Option(
         help="Measurement CSV; repeat for several (default: the shipped copies of "
-             "shared/validation, measurements.csv and gemm-calibration.csv).")] = None,
+             "shared/validation: measurements.csv, gemm-calibration.csv and "
+             "current-stacks.csv, with current-stacks-pending.csv as --pending).")] = None,
+    pending: Annotated[list[Path] | None, typer.Option(
+        help="Measurement CSV whose rows may need what the model cannot express yet: a row "
+             "that cannot run is reported with the reason instead of stopping the run; "
+             "repeat for several.")] = None,
     fmt: Annotated[Format, typer.Option("--format", "-f", help="table or json.")]
     = Format.table,
     plot: Annotated[Path | None, typer.Option(help="Write predicted vs measured (log axes, "
@@ -48,8 +53,10 @@ def validate(
     if fmt is Format.yaml:
         raise DseError("--format: expected table or json")
     rows, invalid = view.screen(_with_progress(
-        "validate", lambda report: val.run(measurements or None, progress=report)))
-    doc = view.validation_document(rows, val.summary(rows), invalid, val.hardware_facts(rows))
+        "validate", lambda report: val.run(measurements or None, progress=report,
+                                           pending=pending or None)))
+    doc = view.validation_document(rows, val.summary(rows), invalid, val.hardware_facts(rows),
+                                   by={k: val.summary_by(rows, k) for k in ("file", "software")})
     if plot is not None:
         view.draw(view.plot_data(rows), plot)
     if fmt is Format.json:

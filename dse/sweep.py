@@ -149,7 +149,7 @@ def column_of(key: str) -> str:
 
 def sweep(hw: HardwareSpec, wl: WorkloadSpec, scenario: str | None = None, *,
           values: dict[str, Any] | None = None, mode: str = "zip", chips: int = 1,
-          tp: int = 1, pp: int = 1, tech: TechSpec | None = None,
+          tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1, tech: TechSpec | None = None,
           reticle: bool = True, area_budget: float | None = None) -> Sweep:
     """Evaluate every design point of `values` (scenario fields and hardware paths, each a
     list of values or one value) combined by `mode` (zip or grid) on `scenario` of `wl`.
@@ -185,7 +185,7 @@ def sweep(hw: HardwareSpec, wl: WorkloadSpec, scenario: str | None = None, *,
         if per_design:
             batches = [points[p]["batch"] for p in members]
             fields["batch"] = batches if len(batches) > 1 else batches[0]
-        ev = evaluate(hw, wl, scenario, chips=chips, tp=tp, pp=pp, tech=tech,
+        ev = evaluate(hw, wl, scenario, chips=chips, tp=tp, pp=pp, cp=cp, ep=ep, tech=tech,
                       reticle=reticle, area_budget=area_budget,
                       overrides=overrides or None, **fields)
         designs = list(range(len(members))) if ev.n > 1 else [0] * len(members)

@@ -19,16 +19,22 @@ def rows():
     return validate.run()
 
 
+# The files whose rows the older bands below hold: the record of the 2021-2023 stacks.
+RECORD = ("measurements.csv", "gemm-calibration.csv")
+
+
 def test_shipped_copies_match_shared_measurements():
     folder = shared("validation")
     shipped = validate.default_measurements()
-    assert [p.name for p in shipped] == ["measurements.csv", "gemm-calibration.csv"]
-    for path in shipped:
+    assert [p.name for p in shipped] == [*RECORD, "current-stacks.csv"]
+    assert [p.name for p in validate.default_pending()] == ["current-stacks-pending.csv"]
+    for path in (*shipped, *validate.default_pending()):
         assert path.read_bytes() == (folder / path.name).read_bytes(), path.name
 
 
 def modelled(rows):
-    out = [r for r in rows if r.phase in phases.names() and r.rel_error is not None]
+    out = [r for r in rows if r.phase in phases.names() and r.rel_error is not None
+           and r.file in RECORD]
     assert out and all(r.rel_error is not None for r in out), \
         [(r.id, r.skipped) for r in out if r.rel_error is None]
     return out
@@ -82,7 +88,9 @@ def test_decode_rows_within_twenty_percent(rows):
 
 
 def test_every_shipped_row_is_modelled(rows):
-    assert [r.id for r in rows if r.skipped] == []
+    """Every row but a pending one (which needs what the model cannot express yet) runs."""
+    assert [r.id for r in rows if r.skipped and not r.pending] == []
+    assert all(r.skipped.startswith("pending: ") for r in rows if r.skipped)
 
 
 def test_transformer_training_rows(rows):
@@ -119,7 +127,8 @@ def test_validate_json_and_plot(tmp_path):
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert {"id", "phase", "metric", "measured", "predicted", "rel_error"} <= set(doc["rows"][0])
-    assert doc["summary"]["overall"]["n"] == 31
+    assert doc["summary"]["overall"]["n"] == 31 + 37 + 2  # the record, current stacks, TU01/03
+    assert doc["by_file"]["current-stacks.csv"]["n"] == 37
     assert plot.stat().st_size > 10_000
 
 

@@ -68,17 +68,18 @@ def _checked_arguments(a: dict[str, object]) -> None:
         _expect("batch", "a whole number, max, best, or a list of whole numbers (one per "
                          "design)", batch)
     a["batch"] = batch
-    for key in ("seq_in", "seq_out", "chips", "tp", "pp"):
+    for key in ("seq_in", "seq_out", "chips", "tp", "pp", "cp", "ep"):
         a[key] = _whole_or_numpy(a[key])  # the values are the scenario's and Execution's
     if a["execution"] is not None:
         if not isinstance(a["execution"], Execution):
             _expect("execution", "a dse.Execution (dse.Execution(chips=2, tp=2)) or None",
                     a["execution"])
-        given = [k for k, default in (("chips", 1), ("tp", 1), ("pp", 1), ("fusion", "flash"))
-                 if a[k] != default]
+        given = [k for k, default in (("chips", 1), ("tp", 1), ("pp", 1), ("cp", 1),
+                                      ("ep", 1), ("fusion", "flash")) if a[k] != default]
         if given:
             raise ArgumentError(f"execution: given together with {', '.join(given)}; give "
-                                "the split once, in execution or as chips, tp, pp and fusion")
+                                "the split once, in execution or as chips, tp, pp, cp, ep "
+                                "and fusion")
     if a["overrides"] is not None and not isinstance(a["overrides"], dict):
         _expect("overrides", "a mapping of dotted paths to values "
                              "({'compute.units': 120}) or None", a["overrides"])

@@ -85,8 +85,8 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
              seq_in: int | None = None, seq_out: int | None = None,
              precision: str | None = None, kv_precision: str | None = None,
              latency_target: float | str | None = None,
-             chips: int = 1, tp: int = 1, pp: int = 1, execution: Execution | None = None,
-             overrides: Mapping[str, object] | None = None,
+             chips: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1,
+             execution: Execution | None = None, overrides: Mapping[str, object] | None = None,
              fusion: str = "flash", tech: TechSpec | None = None,
              reticle: bool = True, area_budget: float | None = None) -> Evaluation:
     """Evaluate every design of `hw` (a spec with `overrides`, or a DesignBatch) on one
@@ -94,7 +94,8 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     replaces its length distribution too: the length named is the length run); `overrides`
     take strings with units or numbers in the internal unit (README, "One rule for bare
     numbers"); metrics are as dse.model.metrics defines them; `execution`
-    (or chips, tp, pp, fusion) says how the chips split the work. With `tech` (the spec's
+    (or chips, tp, pp, cp, ep, fusion) says how the chips split the work (cp and ep:
+    training's context- and expert-parallel degrees). With `tech` (the spec's
     process node), power, energy and area come too, and a design whose power exceeds its
     TDP is slowed to fit it (see dse.model.power); a design whose dies exceed the reticle
     (with `reticle`), whose die area exceeds `area_budget` (mm2, all dies) or whose static
@@ -125,7 +126,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     _reject(per_design is not None and ph.trains,
             f"phase {sc.phase} takes one global batch per evaluation, not one per design",
             field="batch")
-    ex = execution or Execution(chips=chips, tp=tp, pp=pp, fusion=fusion)
+    ex = execution or Execution(chips=chips, tp=tp, pp=pp, cp=cp, ep=ep, fusion=fusion)
     if phases.get(sc.phase).trains:  # the strategy the scenario's training block states
         ex = ex.with_training(sc.training)
     warnings = _checked_run(wl, sc, ex, tech, area_budget)
@@ -161,6 +162,11 @@ def _checked_run(wl: WorkloadSpec, sc: Scenario, ex: Execution, tech: TechSpec |
     the model does not divide, an area budget without the area model, a phase the
     workload's kind does not run)."""
     problems, warnings = execution_issues(wl, sc, ex.tp, ex.pp)
+    if not phases.get(sc.phase).trains:  # inference runs no context or expert parallelism
+        problems += [DseError("context and expert parallelism are modelled in training "
+                              f"only (phase {sc.phase} splits over tp and pp; found {v})",
+                              field=name, value=v, rule="1 outside training")
+                     for name, v in (("cp", ex.cp), ("ep", ex.ep)) if v != 1]
     if problems:  # one error, each part naming its field (tp, pp)
         raise DseError.together(problems)
     _reject(area_budget is not None and tech is None, "an area budget needs the area model: "

@@ -84,6 +84,12 @@ class Execution:
         return self.tp * self.pp
 
     @property
+    def more_degrees(self) -> tuple[int, ...]:
+        """(cp, ep) where either is not 1, else (): what a digest of (chips, tp, pp) adds,
+        so a run without them keeps the digest it had."""
+        return (self.cp, self.ep) if (self.cp, self.ep) != (1, 1) else ()
+
+    @property
     def replicas(self) -> int:
         """Data-parallel replicas that split the batch: dp over the context-parallel ranks
         that share each sequence."""

@@ -42,6 +42,8 @@ def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> d
                      "seq_out": sc.seq_out, "precision": sc.precision,
                      "pairs": getattr(sc, "pairs", None),
                      "chips": res.chips, "tp": res.tp, "pp": res.pp,
+                     "cp": res.execution.cp if res.execution else 1,
+                     "ep": res.execution.ep if res.execution else 1,
                      "sequences_per_replica": _num(res.sequences[i]),
                      # serve: the engine profile that ran (the scenario's or the default)
                      "engine": engine_of(sc).model_dump() if phases.get(sc.phase).served
@@ -132,10 +134,11 @@ def option_text(key: str, value: Any) -> str:
     return f"{option_name(key)}={hardware_value(key, value).replace(' ', '')}"
 
 
-def _chips(chips: int, tp: int, pp: int) -> str:
+def _chips(chips: int, tp: int, pp: int, cp: int = 1, ep: int = 1) -> str:
     if chips == 1:
         return "1 chip"
-    return f"{chips} chips (tp {tp}, pp {pp})"
+    extra = "".join(f", {name} {v}" for name, v in (("cp", cp), ("ep", ep)) if v != 1)
+    return f"{chips} chips (tp {tp}, pp {pp}{extra})"
 
 
 def title(doc: dict[str, Any]) -> str:
@@ -143,7 +146,7 @@ def title(doc: dict[str, Any]) -> str:
     w8a16] on h100-sxm, 2 chips (tp 2, pp 1); --phase decode --set compute.units=96`."""
     sc = doc["scenario"]
     text = (f"{doc['workload']} [{sc['name']}: {sc['description']}] on {doc['hardware']}, "
-            f"{_chips(sc['chips'], sc['tp'], sc['pp'])}")
+            f"{_chips(sc['chips'], sc['tp'], sc['pp'], sc.get('cp', 1), sc.get('ep', 1))}")
     given = " ".join(option_text(k, v) for k, v in doc["overrides"].items())
     return f"{text}; {given}" if given else text
 
@@ -275,7 +278,9 @@ def sweep_heading(sw: Sweep) -> str:
     names = ", ".join(dict.fromkeys(e.scenario_name for e in sw.evaluations))
     first = sw.frame.iloc[0]
     fixed = [option_text(k, first[column_of(k)]) for k in sw.points[0] if k not in sw.varied]
-    text = f"{ev.workload} [{names}] on {ev.hardware}, {_chips(ev.chips, ev.tp, ev.pp)}"
+    ex = ev.execution
+    text = (f"{ev.workload} [{names}] on {ev.hardware}, "
+            f"{_chips(ev.chips, ev.tp, ev.pp, ex.cp if ex else 1, ex.ep if ex else 1)}")
     if fixed:
         text += "; " + " ".join(fixed)
     joiner = " x " if sw.mode == "grid" else ", "

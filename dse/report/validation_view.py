@@ -40,10 +40,12 @@ def screen(rows: list[Row]) -> tuple[list[Row], dict[str, str]]:
 
 def validation_document(rows: list[Row], summary: dict,
                         invalid: dict[str, str] | None = None,
-                        hardware: list[dict] | None = None) -> dict[str, Any]:
+                        hardware: list[dict] | None = None,
+                        by: dict[str, dict] | None = None) -> dict[str, Any]:
     """Rows and summary as one document; an invalid row (`screen`) has a null rel_error and
     an `invalid` reason, and the summary counts them. `hardware`: each chip as the area and
-    cost models give it (dse.validate.hardware_facts)."""
+    cost models give it (dse.validate.hardware_facts); `by`: the summary per file and per
+    software stack (dse.validate.summary_by), as `by_file` and `by_software`."""
     invalid = invalid or {}
     records = []
     for r in rows:
@@ -54,6 +56,8 @@ def validation_document(rows: list[Row], summary: dict,
     doc: dict[str, Any] = {"rows": records, "summary": {**summary, "invalid": len(invalid)}}
     if hardware is not None:
         doc["hardware"] = hardware
+    for key, table in (by or {}).items():
+        doc[f"by_{key}"] = table
     return doc
 
 
@@ -117,8 +121,24 @@ def validation_tables(doc: dict[str, Any]) -> Any:
     summ.add_row("skipped", str(doc["summary"]["skipped"]), "", "", "")
     if doc["summary"].get("invalid"):
         summ.add_row("invalid", str(doc["summary"]["invalid"]), "", "", "")
-    return Group(rows, summ, *([hardware_table(doc["hardware"])] if doc.get("hardware")
-                               else []))
+    groups = [_by_table(doc[f"by_{key}"], title) for key, title in
+              (("file", "file"), ("software", "software stack"))
+              if len(doc.get(f"by_{key}", {})) > 1]
+    return Group(rows, summ, *groups, *([hardware_table(doc["hardware"])]
+                                        if doc.get("hardware") else []))
+
+
+def _by_table(stats: dict[str, dict], title: str) -> Any:
+    """|rel_error| per file or per software stack."""
+    from rich.table import Table
+
+    table = Table(title=f"|rel_error| by {title}", title_justify="left")
+    for col in (title, "rows", "median", "p90", "max"):
+        table.add_column(col, justify="left" if col == title else "right", overflow="fold")
+    for name, s in stats.items():
+        table.add_row(name, str(s["n"]), f"{s['median']:.1%}", f"{s['p90']:.1%}",
+                      f"{s['max']:.1%}")
+    return table
 
 
 @dataclass(frozen=True)

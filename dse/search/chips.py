@@ -59,7 +59,7 @@ def execution_for(job, chips: int) -> tuple[Execution | None, str]:
     problems, _ = execution_issues(job.workload, job.resolved, tp, pp)
     if problems:
         return None, f"{chips} chips (tp {tp}, pp {pp}): {'; '.join(map(str, problems))}"
-    return Execution(chips=chips, tp=tp, pp=pp), ""
+    return Execution(chips=chips, tp=tp, pp=pp, cp=w.cp, ep=w.ep), ""
 
 
 def reference_value(study, path: str) -> float | None:

@@ -42,7 +42,8 @@ def _model_key(study, job, paths: tuple[str, ...]) -> str:
     keep = {"hardware": study.hardware.model_dump(mode="json"), "tech": tech,
             "workload": job.workload.model_dump(mode="json"), "scenario": job.scenario,
             "fields": job.fields, "execution": (job.execution.chips, job.execution.tp,
-                                                job.execution.pp, job.spec.tp),
+                                                job.execution.pp, job.spec.tp,
+                                                *job.execution.more_degrees),
             "paths": paths}
     text = json.dumps(keep, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()

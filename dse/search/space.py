@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from dse import phases
 from dse.errors import DseError, Issue, SpecError, suggest
 from dse.model.execution import Execution
 from dse.search.alternatives import resolve_alternative
@@ -66,7 +67,13 @@ def _job(data, name: str, w: StudyWorkload, near: Path, issues: list[Issue]) -> 
     if problems:
         issues.append(issue_at(data, loc, "; ".join(problems)))
         return None
-    ex = Execution(chips=w.chips, tp=tp, pp=w.pp)
+    for name in ("cp", "ep"):
+        if getattr(w, name) != 1 and not phases.get(sc.phase).trains:
+            issues.append(issue_at(data, (*loc, name), f"{name}: context and expert "
+                                   f"parallelism are modelled in training only (phase "
+                                   f"{sc.phase} splits over tp and pp)"))
+            return None
+    ex = Execution(chips=w.chips, tp=tp, pp=w.pp, cp=w.cp, ep=w.ep)
     # a phase the workload has no scenario of runs its first scenario with the phase
     # replaced (resolve_scenario names it "<phase> (default)"): evaluate resolves it again
     named = sc_name if sc_name in wl.scenarios else w.scenario

@@ -194,7 +194,8 @@ class Study:
             "base": _dumped(self.hardware),
             "params": [(p.path, p.low, p.high, p.step, p.log, p.choices) for p in self.params],
             "jobs": {n: (j.workload.model_dump(mode="json"), j.scenario, j.fields,
-                         (j.execution.chips, j.execution.tp, j.execution.pp), j.spec.weight)
+                         (j.execution.chips, j.execution.tp, j.execution.pp,
+                          *j.execution.more_degrees), j.spec.weight)
                      for n, j in self.jobs.items()},
             "goals": [(g.name, g.spec.metric, g.spec.direction, g.jobs, g.weights)
                       for g in self.goals],

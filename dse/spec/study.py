@@ -94,6 +94,10 @@ class StudyWorkload(Spec):
     """Tensor-parallel degree; `all`: every chip of a pipeline stage (tp = chips / pp), so
     the split follows a varied chip count."""
     pp: int = Field(default=1, ge=1)
+    cp: int = Field(default=1, ge=1)
+    """Training: context-parallel degree (ranks that share each sequence)."""
+    ep: int = Field(default=1, ge=1)
+    """Training: expert-parallel degree (ranks that share each MoE layer's experts)."""
     weight: float = Field(default=1.0, gt=0)
     """Exponent of this workload in a weighted geometric mean (weights are normalized)."""
 

@@ -30,21 +30,32 @@ from dse.validate.measurements import OPTIONAL_COLUMNS as OPTIONAL_COLUMNS  # re
 from dse.validate.measurements import SCENARIO_COLUMNS as SCENARIO_COLUMNS  # re-exported
 from dse.validate.measurements import compared_phases as compared_phases  # re-exported
 from dse.validate.measurements import read_measurements as read_measurements  # re-exported
-from dse.workloads import resolve_scenario
+from dse.workloads import KINDS, resolve_scenario
 
 # Known effects outside the hardware, by (workload prefix, phase): reported beside the row.
 # (MLPerf BERT's padding skipping is modelled now: its scenarios give SQuAD's lengths.)
 NOTES: dict[tuple[str, str], str] = {}
 
 
-# The shipped copies of shared/validation: published measurements of whole workloads, and
-# the GEMM rows that calibrate (and check) each chip's achievable rate.
-MEASUREMENT_FILES = ("measurements.csv", "gemm-calibration.csv")
+# The shipped copies of shared/validation: published measurements of whole workloads, the
+# GEMM rows that calibrate (and check) each chip's achievable rate, and the rows measured on
+# 2024-2026 software stacks (Megatron-Bridge/NeMo, MLPerf Training v4.1/v5.0, torchtitan,
+# TensorRT-LLM, vLLM on ROCm, HugeCTR). The older files stay as the record of their stacks.
+MEASUREMENT_FILES = ("measurements.csv", "gemm-calibration.csv", "current-stacks.csv")
+# Measured rows that need what the model may not express yet (4-bit floating point, the
+# MLPerf data sets' length distributions): validated by default, and a row that cannot run
+# is reported as pending, with the reason, instead of stopping the run.
+PENDING_FILES = ("current-stacks-pending.csv",)
 
 
 def default_measurements() -> tuple[Path, ...]:
     """The project's copies of shared/validation's measurement files, validated by default."""
     return tuple(library_dir("validation") / name for name in MEASUREMENT_FILES)
+
+
+def default_pending() -> tuple[Path, ...]:
+    """The project's copies of shared/validation's pending rows, reported by default."""
+    return tuple(library_dir("validation") / name for name in PENDING_FILES)
 
 
 @dataclass
@@ -61,12 +72,17 @@ class Row:
     note: str | None = None
     bound: str | None = None
     loaded_as: str | None = None  # the hardware as loaded (a path resolved), not recorded
+    file: str = ""  # the measurements file's name
+    software: str = ""  # the stack it was measured on (the CSV's software column)
+    pending: bool = False  # from a pending file: a row that cannot run is reported, not raised
 
     def record(self) -> dict:
         out = {"id": self.id, "phase": self.phase, "metric": self.metric,
                "hardware": self.hardware, "workload": self.workload,
                "measured": self.measured, "predicted": self.predicted,
-               "rel_error": self.rel_error, "bound": self.bound}
+               "rel_error": self.rel_error, "bound": self.bound, "file": self.file}
+        if self.software:
+            out["software"] = self.software
         if self.skipped:
             out["skipped"] = self.skipped
         if self.note:
@@ -79,21 +95,24 @@ Progress = Callable[[int, int], None]
 
 
 def run(paths: Path | Sequence[Path] | None = None,
-        progress: Progress | None = None) -> list[Row]:
-    """Predict every row of the measurement files (the shipped ones by default), in order;
-    an id given twice across them is an error (found before any row is modelled). Rows that
-    differ only in their batch run as one vectorized evaluation (`_run_file`); each spec is
-    read once. More distinct scenarios than MAX_SCENARIOS (MAX_TRAINING_SCENARIOS in phase
-    training) in all are refused before any is modelled."""
-    if paths is None:
-        paths = default_measurements()
-    elif isinstance(paths, Path | str):
-        paths = (Path(paths),)
-    given = [Path(path) for path in paths]
-    for i, path in enumerate(given):
-        if any(path.resolve() == other.resolve() for other in given[:i]):
+        progress: Progress | None = None,
+        pending: Path | Sequence[Path] | None = None) -> list[Row]:
+    """Predict every row of the measurement files (the shipped ones by default), in order,
+    then of the `pending` files (by default the shipped ones when `paths` is None too), whose
+    rows that cannot run are reported as skipped with the reason; an id given twice across
+    them is an error (found before any row is modelled). Rows that differ only in their
+    batch run as one vectorized evaluation (`_run_file`); each spec is read once. More
+    distinct scenarios than MAX_SCENARIOS (MAX_TRAINING_SCENARIOS in phase training) in all
+    are refused before any is modelled."""
+    if paths is None and pending is None:
+        paths, pending = default_measurements(), default_pending()
+    given = [Path(p) for p in _paths(paths)]
+    waiting = [Path(p) for p in _paths(pending)]
+    everything = given + waiting
+    for i, path in enumerate(everything):
+        if any(path.resolve() == other.resolve() for other in everything[:i]):
             raise DseError(f"--measurements: {path} is given twice; give each file once")
-    files = [(path, read_measurements(path)) for path in given]
+    files = [(path, read_measurements(path)) for path in everything]
     seen: dict[str, str] = {}
     for path, records in files:
         for r in records:
@@ -101,7 +120,8 @@ def run(paths: Path | Sequence[Path] | None = None,
                 raise DseError(f"{path}:{r['line']}: id: {r['id']} is also at {seen[r['id']]}; "
                                "ids must be unique across the files validated together")
             seen[r["id"]] = f"{path}:{r['line']}"
-    plans = [_plan(path, records) for path, records in files]
+    plans = [_plan(path, records, pending=i >= len(given))
+             for i, (path, records) in enumerate(files)]
     _within_limits(plans)  # before any row is modelled
     total = sum(len(records) for _, records in files)
     out: list[Row] = []
@@ -112,11 +132,18 @@ def run(paths: Path | Sequence[Path] | None = None,
     return out
 
 
+def _paths(paths: Path | str | Sequence[Path] | None) -> Sequence[Path | str]:
+    """A path, several, or none as a sequence."""
+    if paths is None:
+        return ()
+    return (paths,) if isinstance(paths, Path | str) else paths
+
+
 # Rows whose key (all of a row's model inputs but its batch) is equal are one group: one
 # evaluation with a batch per design. Training takes one global batch per evaluation and
 # `max` depends on the hardware, so there the batch is part of the key.
 _KEY = ("hardware", "workload", "phase", "precision", "kv_precision", "seq_in", "seq_out",
-        "chips", "tp", "pp")
+        "chips", "tp", "pp", "cp", "ep", "software")
 
 
 # Most distinct scenarios (rows that differ in more than their batch) one run models, in all
@@ -143,16 +170,18 @@ class _Plan:
     groups: dict[tuple, list[int]]
 
 
-def _plan(path: Path, records: list[dict]) -> _Plan:
+def _plan(path: Path, records: list[dict], pending: bool = False) -> _Plan:
     """Rows of one file grouped by everything but their batch (see _KEY); rows whose hardware
-    or workload cannot be found are skipped with the reason."""
+    or workload cannot be found are skipped with the reason. `pending`: a row that cannot
+    run is reported as skipped (`_run_plan`)."""
     hw_known = set(library_names("hardware"))
     wl_known = set(library_names("workload"))
     rows: list[Row] = []
     groups: dict[tuple, list[int]] = {}
     for r in records:
         row = Row(id=r["id"], phase=r["phase"], metric=r["metric"], measured=r["value"],
-                  hardware=r["hardware"], workload=r["workload"])
+                  hardware=r["hardware"], workload=r["workload"], file=path.name,
+                  software=r["software"], pending=pending)
         rows.append(row)
         hw, hw_skip = _reference(r["hardware"], "hardware", hw_known, path.parent)
         wl, wl_skip = _reference(r["workload"], "workload", wl_known, path.parent)
@@ -226,6 +255,9 @@ def _run_plan(plan: _Plan, progress: Progress | None = None,
                 try:
                     _run_group([records[i]], [rows[i]], loaded)
                 except DseError as e:
+                    if rows[i].pending:  # reported with its reason; the others still run
+                        rows[i].skipped = f"pending: {_in_columns(e)}"
+                        continue
                     line = records[i]["line"]
                     if first_error is None or line < first_error[0]:
                         first_error = (line, _in_columns(e))
@@ -279,10 +311,19 @@ def _seq_in(wl: WorkloadSpec, r: dict) -> int | None:
     SQuAD with sequences up to 384 tokens; harnesses skip padding"), so a row whose seq_in is
     the limit of its scenario's length distribution runs that distribution (None keeps it);
     any other seq_in is the length run, as everywhere else."""
+    if not r["seq_in"] and KINDS[wl.kind].context(wl) is None:
+        return None  # not a sequence model
+    _, sc = resolve_scenario(wl, phase=r["phase"])
     if not r["seq_in"]:
+        # blank: the scenario's data set (its length distribution); a fixed default length
+        # is not what the measurement ran
+        if getattr(sc, "lengths", None) is None:
+            raise DseError(f"blank, but {wl.name} is a sequence model whose {r['phase']} "
+                           "scenario names no length distribution: give the prompt (or "
+                           "sequence) length the measurement ran",
+                           field="seq_in", rule="the length the measurement ran")
         return None
     seq_in = int(r["seq_in"])
-    _, sc = resolve_scenario(wl, phase=r["phase"])
     if getattr(sc, "lengths", None) is not None and sc.seq_in == seq_in:
         return None
     return seq_in
@@ -302,7 +343,7 @@ def _run_group(records: list[dict], rows: list[Row], loaded: dict) -> None:
         precision=r["precision"] or None, kv_precision=r["kv_precision"] or None,
         seq_in=_seq_in(wl, r),
         seq_out=int(r["seq_out"]) if r["seq_out"] else None,
-        chips=r["chips"], tp=r["tp"], pp=r["pp"])
+        chips=r["chips"], tp=r["tp"], pp=r["pp"], cp=r["cp"], ep=r["ep"])
     design = {b: i for i, b in enumerate(distinct)} if res.n > 1 else dict.fromkeys(distinct, 0)
     # the bound of each design's longest operator (count x time), as op_records(i)[0] has it
     spent = res.ops_spent
@@ -375,3 +416,15 @@ def summary(rows: list[Row]) -> dict[str, Any]:
         out["overall"] = stats([r.rel_error for r in done])  # type: ignore[misc]
     out["skipped"] = sum(r.skipped is not None for r in rows)
     return out
+
+
+def summary_by(rows: list[Row], key: str) -> dict[str, dict[str, float]]:
+    """Median, 90th percentile and maximum of |rel_error| per value of a row's `key` (file or
+    software), in the order of first appearance; rows without one under "-"."""
+    groups: dict[str, list[float]] = {}
+    for r in rows:
+        if r.rel_error is not None:
+            groups.setdefault(getattr(r, key) or "-", []).append(abs(r.rel_error))
+    return {k: {"n": len(v), "median": float(np.median(v)),
+                "p90": float(np.percentile(v, 90)), "max": float(max(v))}
+            for k, v in groups.items()}

@@ -24,6 +24,12 @@ from dse.spec.textfile import read_bytes
 COLUMNS = ("id", "hardware", "chips", "tp", "pp", "workload", "phase", "precision", "batch",
            "seq_in", "seq_out", "metric", "value")
 OPTIONAL_COLUMNS = ("kv_precision",)
+# Execution columns a file may add (shared/validation/README.md, current-stacks.csv): the
+# context-, data- and expert-parallel degrees, blank = 1 (dp blank: what tp x pp x cp leave),
+# and the software stack the row was measured on (free text, reported per stack). `notes`
+# and `quote` (how a value was derived, the source's line) are read by people, not the model.
+EXECUTION_COLUMNS = ("cp", "dp", "ep")
+TEXT_COLUMNS = ("software",)
 SCENARIO_COLUMNS = tuple(scenario_fields.FIELDS[f].column for f in scenario_fields.SIMPLE
                          if ("csv", f) not in scenario_fields.NOT_ON)
 if set(SCENARIO_COLUMNS) != set(COLUMNS[6:-2]) | set(OPTIONAL_COLUMNS):
@@ -148,19 +154,26 @@ def read_measurements(path: Path) -> list[dict]:
         batch = (raw["batch"] or "").strip()
         if batch != "max":
             batch = int(number("batch", whole=True))  # type: ignore[arg-type]
+        chips = int(number("chips", whole=True))  # type: ignore[arg-type]
+        tp = int(number("tp", whole=True))  # type: ignore[arg-type]
+        pp = int(number("pp", whole=True))  # type: ignore[arg-type]
+        cp, dp, ep = (number(c, whole=True, optional=True) for c in EXECUTION_COLUMNS)
+        cp, ep = int(cp or 1), int(ep or 1)
+        if dp is not None and chips != tp * pp * cp * dp:
+            raise DseError(f"{where}: dp: expected chips = tp x pp x cp x dp ({chips}), found "
+                           f"{tp} x {pp} x {cp} x {int(dp)} = {tp * pp * cp * int(dp)}")
         rows.append({  # the repeated names interned: one copy for all rows
             "id": (raw["id"] or "").strip() or f"line {line}", "line": line,
             "hardware": sys.intern((raw["hardware"] or "").strip()),
             "workload": sys.intern((raw["workload"] or "").strip()),
-            "chips": int(number("chips", whole=True)),  # type: ignore[arg-type]
-            "tp": int(number("tp", whole=True)),  # type: ignore[arg-type]
-            "pp": int(number("pp", whole=True)),  # type: ignore[arg-type]
+            "chips": chips, "tp": tp, "pp": pp, "cp": cp, "ep": ep,
             "phase": sys.intern(phase), "precision": sys.intern((raw["precision"] or "").strip()),
             "kv_precision": sys.intern((raw.get("kv_precision") or "").strip()),
             "batch": batch,
             "seq_in": number("seq_in", whole=True, optional=True),
             "seq_out": number("seq_out", whole=True, optional=True),
             "metric": sys.intern(metric), "value": number("value"),
+            "software": sys.intern(" ".join((raw.get("software") or "").split())),
         })
     return rows
 

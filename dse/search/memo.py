@@ -58,7 +58,10 @@ def _keys(params: dict[str, np.ndarray], paths: tuple[str, ...], n: int) -> list
 
 
 def _empty(template: np.ndarray, n: int) -> np.ndarray:
-    return (np.full(n, np.nan) if template.dtype.kind in "biuf"
+    """n unfilled values of `template`'s kind: NaN for numbers; None (in an object array)
+    for flags and text, so a flag stays a flag (a float 0.0 beside a fresh result's False
+    made the trials table's column unwritable)."""
+    return (np.full(n, np.nan) if template.dtype.kind in "iuf"
             else np.full(n, None, dtype=object))
 
 
@@ -73,7 +76,7 @@ def _gather(parts: list[tuple[np.ndarray, chip_count.JobResult, np.ndarray]], n:
                 v = np.asarray(v)
                 if k not in out:
                     out[k] = _empty(v, n)
-                elif out[k].dtype.kind == "f" and v.dtype.kind not in "biuf":
+                elif out[k].dtype.kind == "f" and v.dtype.kind not in "iuf":
                     out[k] = out[k].astype(object)
                 out[k][pos] = v[rows]
         return out

@@ -69,7 +69,7 @@ def _job(data, name: str, w: StudyWorkload, near: Path, issues: list[Issue]) -> 
         return None
     for name in ("cp", "ep"):
         if getattr(w, name) != 1 and not phases.get(sc.phase).trains:
-            issues.append(issue_at(data, (*loc, name), f"{name}: context and expert "
+            issues.append(issue_at(data, (*loc, name), "context and expert "
                                    f"parallelism are modelled in training only (phase "
                                    f"{sc.phase} splits over tp and pp)"))
             return None

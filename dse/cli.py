@@ -21,7 +21,7 @@ from dse.cli_area import area
 from dse.cli_dashboard import dashboard
 from dse.cli_errors import DseGroup, err, user_errors
 from dse.cli_memory import memory
-from dse.cli_options import Format
+from dse.cli_options import DATA_TYPES, PRECISION_HELP, Format
 from dse.cli_options import batch_words as _batch_words
 from dse.cli_options import int_list as _int_list
 from dse.cli_options import set_values as _overrides
@@ -45,7 +45,7 @@ app = typer.Typer(
 
 
 # Help of the scenario options every evaluating command shares (names: dse.spec.scenario_fields).
-KV_HELP = "KV-cache data type when it differs from --precision: fp32, bf16, fp16, fp8, int8, int4."
+KV_HELP = f"KV-cache data type when it differs from --precision: {DATA_TYPES}."
 LATENCY_HELP = ("With --batch best: the longest time per output token (serve) or per batch "
                 "(inference), e.g. '50 ms'.")
 
@@ -150,8 +150,7 @@ def workload(
                                                "length(s), comma-separated.")] = None,
     seq_out: Annotated[str | None, typer.Option("--seq-out", help="Generated tokens, "
                                                 "comma-separated.")] = None,
-    precision: Annotated[str | None, typer.Option(help="fp32, bf16, fp16, fp8, int8, w8a16, "
-                                                       "w4a16, mixed.")] = None,
+    precision: Annotated[str | None, typer.Option(help=PRECISION_HELP)] = None,
     kv_precision: Annotated[str | None, typer.Option(
         FIELDS["kv_precision"].option, help=KV_HELP)] = None,
     convention: Annotated[str, typer.Option(help="Byte counting: default (by data type) or "
@@ -274,8 +273,7 @@ def eval_(
         "--seq-in", help="Prompt tokens; comma-separated values sweep.")] = None,
     seq_out: Annotated[str | None, typer.Option(
         "--seq-out", help="Generated tokens; comma-separated values sweep.")] = None,
-    precision: Annotated[str | None, typer.Option(help="fp32, bf16, fp16, fp8, int8, w8a16, "
-                                                       "w4a16.")] = None,
+    precision: Annotated[str | None, typer.Option(help=PRECISION_HELP)] = None,
     kv_precision: Annotated[str | None, typer.Option(
         FIELDS["kv_precision"].option, help=KV_HELP)] = None,
     latency_target: Annotated[str | None, typer.Option(

@@ -6,8 +6,14 @@ the command modules, so that none of them imports dse.cli (the layers of pyproje
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import get_args
 
 from dse.errors import DseError
+from dse.spec.scenario import DataType, PrecisionName
+
+# The precision names and KV data types the options take, from the scenario's schema.
+PRECISION_HELP = ", ".join(get_args(PrecisionName)) + " (fp4: NVFP4)."
+DATA_TYPES = ", ".join(get_args(DataType))
 
 
 def int_list(text: str | None, option: str, words: tuple[str, ...] = ()

@@ -16,6 +16,7 @@ import typer
 
 from dse import phases
 from dse.cli_errors import user_errors
+from dse.cli_options import PRECISION_HELP
 from dse.errors import DseError
 from dse.spec.scenario_fields import FIELDS
 
@@ -51,8 +52,7 @@ Phase = Annotated[str | None, typer.Option(help=PHASE_HELP)]
 Batch = Annotated[str | None, typer.Option(help="Sequences per step, max or best.")]
 SeqIn = Annotated[int | None, typer.Option("--seq-in", help="Prompt tokens.")]
 SeqOut = Annotated[int | None, typer.Option("--seq-out", help="Generated tokens.")]
-Precision = Annotated[str | None, typer.Option(help="fp32, bf16, fp16, fp8, int8, w8a16, "
-                                                    "w4a16.")]
+Precision = Annotated[str | None, typer.Option(help=PRECISION_HELP)]
 KvPrecision = Annotated[str | None, typer.Option(FIELDS["kv_precision"].option,
                                                 help="KV-cache data type when it differs "
                                                      "from --precision.")]

@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 
 from dse.model.batch import DesignBatch
-from dse.workloads.optable import DTYPE_BYTES
+from dse.workloads.optable import PAYLOAD_BYTES
 
 # Precisions tried, in order, when a chip has no rate at the operator's own precision
 # (e.g. fp8 on an A100 runs as fp16): same width first, then wider.
@@ -18,6 +18,8 @@ FALLBACK = {
     "fp8": ("fp8", "fp16", "bf16", "fp32"), "int8": ("int8", "fp16", "bf16", "fp32"),
     "fp16": ("fp16", "bf16", "fp32"), "bf16": ("bf16", "fp16", "fp32"),
     "fp32": ("fp32", "tf32"), "int4": ("int4", "int8", "fp16", "bf16", "fp32"),
+    # block-scaled FP4 runs on FP4 tensor cores only: a chip without an fp4 rate has none
+    "nvfp4": ("fp4",), "mxfp4": ("fp4",),
 }
 # Dequantization of weight-only-quantized weights, in fp32 FMA issue slots per weight, on
 # the vector units (the weights must be widened, converted and scaled before the multiply):
@@ -133,7 +135,7 @@ def issue_factor(batch: DesignBatch, shape: np.ndarray, dtypes: list[str],
     if batch.blocks:
         out = wave_factor(shape, batch.one_tile(), batch.units, batch.blocks, is_matrix)
     if np.isfinite(batch.align_bytes).any():
-        size = np.array([DTYPE_BYTES[d] for d in dtypes])
+        size = np.array([PAYLOAD_BYTES[d] for d in dtypes])
         # The rule is the library GEMM's: fused attention kernels pad their tiles themselves,
         # and a dimension that is an average (a mean context, a mean SQuAD length) is no
         # one shape's leading dimension.

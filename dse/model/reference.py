@@ -15,7 +15,7 @@ from dse.model.batch import DesignBatch
 from dse.model.kernel import DEQUANT_SLOTS, OVERLAP, TYPICAL, executed_precision
 from dse.model.operators import KV, A, ChipOps, G, OpTimes, W
 from dse.model.tiling import TILE_BYTES_PER_ELEMENT
-from dse.workloads.optable import MATRIX_KINDS
+from dse.workloads.optable import MATRIX_KINDS, PAYLOAD_BYTES
 
 
 def _ref_rate(table: dict[str, np.ndarray], dtype: str, n: int) -> np.ndarray:
@@ -81,7 +81,7 @@ def _ref_issue(batch: DesignBatch, shape: np.ndarray, dtypes: np.ndarray,
                matrix: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     """Thread-block wave efficiency x alignment slowdown, one design and operator at a
     time (the specification of kernel.wave_factor and kernel.misaligned)."""
-    size = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+    size = PAYLOAD_BYTES
     out = np.ones((batch.n, len(dtypes)))
     for d in range(batch.n):
         for i, (m, n, k, b) in enumerate(shape):

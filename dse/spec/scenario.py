@@ -35,11 +35,12 @@ def _registered(name: str) -> str:
 Phase = Annotated[str, AfterValidator(_registered)]
 
 
-DataType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
+DataType = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4"]
 
 
 # Scenario precision names: a data type for everything, or weight-only quantization.
-PrecisionName = Literal["fp32", "bf16", "fp16", "fp8", "int8", "w8a16", "w4a16", "mixed"]
+PrecisionName = Literal["fp32", "bf16", "fp16", "fp8", "int8", "w8a16", "w4a16", "mixed", "fp4",
+                        "nvfp4", "mxfp4"]
 
 
 PRECISION_NAMES: tuple[str, ...] = get_args(PrecisionName)

@@ -17,7 +17,20 @@ PRECISIONS = {
     "w8a16": ("int8", "fp16", "fp16", "fp16"),
     "w4a16": ("int4", "fp16", "fp16", "fp16"),
     "mixed": ("bf16", "bf16", "bf16", "bf16"),
+    # 4-bit floating point with block scales (optable.DTYPE_BYTES): the linear layers'
+    # weights and inputs in NVFP4 or MXFP4 at the chip's fp4 peak; the KV cache stays at
+    # bf16 unless kv_precision says otherwise (NVIDIA's FP4 checkpoints quantize "only the
+    # weights and activations of the linear operators within transformer blocks": model
+    # cards of nvidia/Llama-3.1-405B-Instruct-FP4 and Llama-3.3-70B-Instruct-FP4). `fp4` is
+    # NVFP4, as NVIDIA's performance tables and MLPerf submissions name it.
+    "fp4": ("nvfp4", "nvfp4", "bf16", "nvfp4"),
+    "nvfp4": ("nvfp4", "nvfp4", "bf16", "nvfp4"),
+    "mxfp4": ("mxfp4", "mxfp4", "bf16", "mxfp4"),
 }
+# Precisions whose narrow type is the linear layers' alone: attention, norms, activation
+# functions and the LM head run in bf16, and the layers' inputs are quantized as the GEMM
+# reads them (a pass over a bf16 tensor, counted at its width), as the FP4 recipes run them.
+LINEAR_ONLY = frozenset({"fp4", "nvfp4", "mxfp4"})
 
 
 @dataclass(frozen=True)

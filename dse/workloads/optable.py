@@ -57,8 +57,19 @@ CLASSES: tuple[TensorClass, ...] = (
     # once per step by the optimizer; a scenario may keep it in a slower tier (offload)
     TensorClass("optimizer_state", placed=True, operand=""),
 )
-# Bytes per element of each data type an operator computes in or stores its weights in.
-DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+# Bytes per element of each data type an operator computes in or stores its weights in, its
+# block scales included. The 4-bit floating-point formats are E2M1 values (0.5 bytes) plus
+# one scale per block: NVFP4, one FP8 E4M3 scale per 16 elements (0.5 + 1/16 = 0.5625 bytes,
+# 4.5 bits; its one FP32 scale per tensor is negligible) -- NVIDIA, "Introducing NVFP4 for
+# Efficient and Accurate Low-Precision Inference" (developer blog, 2025) and ModelOpt's NVFP4
+# checkpoint format (group_size 16, float8_e4m3fn weight_scale); MXFP4, one E8M0 scale per 32
+# elements (0.5 + 1/32 = 0.53125 bytes, 4.25 bits) -- OCP Microscaling Formats (MX)
+# Specification v1.0 (2023), Sec. 5.
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5,
+               "nvfp4": 0.5 + 1.0 / 16, "mxfp4": 0.5 + 1.0 / 32}
+# Bytes per element of a GEMM operand's packed values alone (the library's alignment rule
+# reads the leading dimension in these): the data type's size, less its block scales.
+PAYLOAD_BYTES = {**DTYPE_BYTES, "nvfp4": 0.5, "mxfp4": 0.5}
 # Tensor classes, in column order of `read` and `written`.
 TENSOR_CLASSES = tuple(c.name for c in CLASSES)
 PLACED_CLASSES = tuple(c.name for c in CLASSES if c.placed)

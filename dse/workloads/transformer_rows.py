@@ -10,7 +10,7 @@ import numpy as np
 
 from dse import phases
 from dse.spec.workload import Scenario, TransformerSpec
-from dse.workloads.common import PRECISIONS, Counting
+from dse.workloads.common import LINEAR_ONLY, PRECISIONS, Counting
 from dse.workloads.optable import DTYPE_BYTES, Num, OpRow
 
 # FLOPs per element of the vector-unit operators (operation counts of the usual kernels).
@@ -64,7 +64,8 @@ class Builder:
         # The linear layers read their inputs at the bf16 width: the cast of each input to
         # FP8 is a pass over it that the GEMM would otherwise save.
         self.other = self.dtype
-        if phases.get(sc.phase).trains and sc.precision == "fp8":
+        if (phases.get(sc.phase).trains and sc.precision == "fp8") \
+                or sc.precision in LINEAR_ONLY:
             a, self.other = "bf16", "bf16"
         self.wdt = w
         kv = sc.kv_precision or kv

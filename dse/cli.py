@@ -21,7 +21,7 @@ from dse.cli_area import area
 from dse.cli_dashboard import dashboard
 from dse.cli_errors import DseGroup, err, user_errors
 from dse.cli_memory import memory
-from dse.cli_options import DATA_TYPES, PRECISION_HELP, Format
+from dse.cli_options import DATA_TYPES, PRECISION_HELP, ContextParallel, ExpertParallel, Format
 from dse.cli_options import batch_words as _batch_words
 from dse.cli_options import int_list as _int_list
 from dse.cli_options import set_values as _overrides
@@ -153,6 +153,8 @@ def workload(
     precision: Annotated[str | None, typer.Option(help=PRECISION_HELP)] = None,
     kv_precision: Annotated[str | None, typer.Option(
         FIELDS["kv_precision"].option, help=KV_HELP)] = None,
+    sparsity: Annotated[str | None, typer.Option(
+        FIELDS["sparsity"].option, help=FIELDS["sparsity"].help)] = None,
     convention: Annotated[str, typer.Option(help="Byte counting: default (by data type) or "
                                                  "paper (Kim et al. 2023).")] = "default",
     fmt: Annotated[TableFormat, typer.Option("--format", "-f")] = TableFormat.table,
@@ -178,7 +180,7 @@ def workload(
     for b, si, so in itertools.product(*lists.values()):
         sc_name, sc = resolve_scenario(spec, scenario, phase=phase, batch=b, seq_in=si,
                                        seq_out=so, precision=precision,
-                                       kv_precision=kv_precision)
+                                       kv_precision=kv_precision, sparsity=sparsity)
         notes = []
         if not isinstance(sc.batch, int):  # max (or best): sized by the hardware
             notes.append(f"batch {sc.batch} depends on the hardware; shown per sequence "
@@ -276,15 +278,14 @@ def eval_(
     precision: Annotated[str | None, typer.Option(help=PRECISION_HELP)] = None,
     kv_precision: Annotated[str | None, typer.Option(
         FIELDS["kv_precision"].option, help=KV_HELP)] = None,
+    sparsity: Annotated[str | None, typer.Option(
+        FIELDS["sparsity"].option, help=FIELDS["sparsity"].help)] = None,
     latency_target: Annotated[str | None, typer.Option(
         FIELDS["latency_target"].option, help=LATENCY_HELP)] = None,
     chips: Annotated[int, typer.Option(help="Chips in the system.")] = 1,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option(help="Pipeline-parallel degree.")] = 1,
-    cp: Annotated[int, typer.Option(help="Training: context-parallel degree (ranks that "
-                                         "share each sequence, ring attention).")] = 1,
-    ep: Annotated[int, typer.Option(help="Training: expert-parallel degree (ranks that "
-                                         "share each MoE layer's experts).")] = 1,
+    cp: ContextParallel = 1, ep: ExpertParallel = 1,
     sets: Annotated[list[str] | None, typer.Option(
         "--set", help="Override a hardware field: dotted.path=value (with units); "
                       "comma-separated values evaluate several designs.")] = None,
@@ -316,7 +317,8 @@ def eval_(
                           ("--ep", ep)):
         _whole(count, option)
     values = _sweep_values(phase, batch, seq_in, seq_out, precision, sets,
-                           kv_precision=kv_precision, latency_target=latency_target)
+                           kv_precision=kv_precision, sparsity=sparsity,
+                           latency_target=latency_target)
     spec, tech, no_power = load_design(hardware)
     sw = sweep(spec, dse.load_workload(workload), scenario, values=values,
                mode="grid" if grid else "zip", chips=chips, tp=tp, pp=pp, cp=cp, ep=ep,

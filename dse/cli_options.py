@@ -6,10 +6,19 @@ the command modules, so that none of them imports dse.cli (the layers of pyproje
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import get_args
+from typing import Annotated, get_args
+
+import typer
 
 from dse.errors import DseError
 from dse.spec.scenario import DataType, PrecisionName
+
+# Training's context- and expert-parallel degrees (dse eval; a study's cp and ep).
+ContextParallel = Annotated[int, typer.Option(
+    help="Training: context-parallel degree (ranks that share each sequence, ring "
+         "attention).")]
+ExpertParallel = Annotated[int, typer.Option(
+    help="Training: expert-parallel degree (ranks that share each MoE layer's experts).")]
 
 # The precision names and KV data types the options take, from the scenario's schema.
 PRECISION_HELP = ", ".join(get_args(PrecisionName)) + " (fp4: NVFP4)."

@@ -53,6 +53,8 @@ Batch = Annotated[str | None, typer.Option(help="Sequences per step, max or best
 SeqIn = Annotated[int | None, typer.Option("--seq-in", help="Prompt tokens.")]
 SeqOut = Annotated[int | None, typer.Option("--seq-out", help="Generated tokens.")]
 Precision = Annotated[str | None, typer.Option(help=PRECISION_HELP)]
+Sparsity = Annotated[str | None, typer.Option(FIELDS["sparsity"].option,
+                                              help=FIELDS["sparsity"].help)]
 KvPrecision = Annotated[str | None, typer.Option(FIELDS["kv_precision"].option,
                                                 help="KV-cache data type when it differs "
                                                      "from --precision.")]
@@ -130,8 +132,9 @@ def roofline(
         help="Shipped workload, a path, or gemm:MxNxK: its operators become points.")] = None,
     scenario: Scenario = None, phase: Phase = None, batch: Batch = None,
     seq_in: SeqIn = None, seq_out: SeqOut = None, precision: Precision = None,
-    kv_precision: KvPrecision = None, latency_target: LatencyTarget = None,
-    chips: Chips = 1, tp: Tp = 1, pp: Pp = 1, sets: Sets = None, out: Out = None,
+    kv_precision: KvPrecision = None, sparsity: Sparsity = None,
+    latency_target: LatencyTarget = None, chips: Chips = 1, tp: Tp = 1, pp: Pp = 1,
+    sets: Sets = None, out: Out = None,
 ) -> None:
     """Roofline of a chip, with a scenario's operators as points.
 
@@ -147,7 +150,8 @@ def roofline(
     if workload is None:
         given = {"--scenario": scenario, "--phase": phase, "--batch": batch,
                  "--seq-in": seq_in, "--seq-out": seq_out, "--precision": precision,
-                 "--kv-precision": kv_precision, "--latency-target": latency_target}
+                 "--kv-precision": kv_precision, "--sparsity": sparsity,
+                 "--latency-target": latency_target}
         stray = [k for k, v in given.items() if v is not None]
         stray += [k for k, v in (("--chips", chips), ("--tp", tp), ("--pp", pp)) if v != 1]
         if stray:
@@ -161,7 +165,7 @@ def roofline(
         path = _output(out, "roofline", spec.name, workload)
         ev, what = _evaluate(hardware, workload, scenario, phase, batch, seq_in, seq_out,
                              precision, chips, tp, pp, sets, kv_precision=kv_precision,
-                             latency_target=latency_target)
+                             sparsity=sparsity, latency_target=latency_target)
         data = rp.roofline_data(ev.batch, ev,
                                 title=wrap_title(f"Roofline of {ev.hardware}, per chip", what))
     rp.draw(data, path)
@@ -182,8 +186,9 @@ def breakdown(
     workload: Annotated[str, typer.Argument(help="Shipped workload, a path, or gemm:MxNxK.")],
     scenario: Scenario = None, phase: Phase = None, batch: Batch = None,
     seq_in: SeqIn = None, seq_out: SeqOut = None, precision: Precision = None,
-    kv_precision: KvPrecision = None, latency_target: LatencyTarget = None,
-    chips: Chips = 1, tp: Tp = 1, pp: Pp = 1, sets: Sets = None, out: Out = None,
+    kv_precision: KvPrecision = None, sparsity: Sparsity = None,
+    latency_target: LatencyTarget = None, chips: Chips = 1, tp: Tp = 1, pp: Pp = 1,
+    sets: Sets = None, out: Out = None,
     top: Annotated[int, typer.Option(help="Operators drawn; the rest share one bar.")] = 20,
 ) -> None:
     """Time per operator of a scenario, coloured by the resource that bounds it.
@@ -200,7 +205,7 @@ def breakdown(
     path = _output(out, "breakdown", dse.load_hardware(hardware).name, workload)
     ev, what = _evaluate(hardware, workload, scenario, phase, batch, seq_in, seq_out,
                          precision, chips, tp, pp, sets, kv_precision=kv_precision,
-                         latency_target=latency_target)
+                         sparsity=sparsity, latency_target=latency_target)
     data = bp.breakdown_data(ev, top=top, title=wrap_title("Time by operator", what))
     bp.draw(data, path)
     shares = ", ".join(f"{r.bound} {bp.share_text(r.share)}" for r in data.by_bound.itertuples())

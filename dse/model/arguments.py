@@ -55,7 +55,7 @@ def _checked_arguments(a: dict[str, object]) -> None:
                       "(dse.design_batch)", a["hw"])
     if not isinstance(a["wl"], WorkloadFile):  # every kind's schema (dse.workloads.KINDS)
         _expect("wl", "a workload spec (dse.load_workload('llama2-7b'))", a["wl"])
-    for key in ("scenario", "phase", "precision", "kv_precision"):
+    for key in ("scenario", "phase", "precision", "kv_precision", "sparsity"):
         if a[key] is not None and not isinstance(a[key], str):
             _expect(key, "a name (a string) or None", a[key])
     if not isinstance(a["fusion"], str):

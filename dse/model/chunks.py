@@ -61,7 +61,7 @@ def chunk_size(arguments: dict[str, Any]) -> int:
     """Designs per chunk for one call of evaluate (its bound arguments)."""
     from dse.workloads import resolve_scenario
 
-    keys = ("phase", "batch", "seq_in", "seq_out", "precision", "kv_precision")
+    keys = ("phase", "batch", "seq_in", "seq_out", "precision", "kv_precision", "sparsity")
     given = {k: arguments[k] for k in keys if arguments.get(k) is not None}
     try:
         _, sc = resolve_scenario(arguments["wl"], arguments["scenario"], **given)

@@ -48,6 +48,7 @@ import numpy as np
 from dse import phases
 from dse.errors import DseError
 from dse.model import die_links, training
+from dse.model import reasons as codes
 from dse.model.area import area
 from dse.model.arguments import checked
 from dse.model.batch import DesignBatch, design_batch
@@ -58,6 +59,7 @@ from dse.model.operating_point import CALIBRATION_GEMMS, calibrate
 from dse.model.phase_pass import Run, run_phase
 from dse.model.power import step_energy
 from dse.model.power_stage import static_power, with_power
+from dse.model.reasons import Reasons
 from dse.model.results import Evaluation
 from dse.model.stages import (
     METRICS,
@@ -84,7 +86,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
              batch: int | str | Sequence[int] | np.ndarray | None = None,
              seq_in: int | None = None, seq_out: int | None = None,
              precision: str | None = None, kv_precision: str | None = None,
-             latency_target: float | str | None = None,
+             sparsity: str | None = None, latency_target: float | str | None = None,
              chips: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1,
              execution: Execution | None = None, overrides: Mapping[str, object] | None = None,
              fusion: str = "flash", tech: TechSpec | None = None,
@@ -114,7 +116,8 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
             db = db.take(np.zeros(len(per_design), dtype=int))
     given: dict[str, Any] = {"phase": phase, "batch": batch, "seq_in": seq_in,
                              "seq_out": seq_out, "precision": precision,
-                             "kv_precision": kv_precision, "latency_target": latency_target}
+                             "kv_precision": kv_precision, "sparsity": sparsity,
+                             "latency_target": latency_target}
     given = {k: v for k, v in given.items() if v is not None}
     if per_design is not None:
         # each distinct value checked as the scenario's batch, so a bad one reads as usual
@@ -133,8 +136,8 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     ran = _stepped(db, wl, sc, ex, per_design)
     run, seqs, none_fit, setup = ran.run, ran.sequences, ran.none_fit, ran.setup
     step = run.step
-    reason = run.reason.prefixed(none_fit, "not even one sequence fits: ")
-    feasible = run.feasible & ~none_fit
+    reason, feasible = _sparse_units(db, sc, run.reason.prefixed(
+        none_fit, "not even one sequence fits: "), run.feasible & ~none_fit)
     raw = dict(run.metrics)
     limited, energy = None, None
     if tech is not None:
@@ -154,6 +157,18 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
         ops_count=step.count, ops_flops=step.flops, op_traffic=step.traffic,
         ops_time=step.time, ops_bound_code=step.bound, power_limited=limited, energy=energy,
         warnings=tuple(warnings), training=setup, batch_values=per_design, execution=ex)
+
+
+def _sparse_units(db: DesignBatch, sc: Scenario, reason: Reasons, feasible: np.ndarray
+                  ) -> tuple[Reasons, np.ndarray]:
+    """(reason, feasible) with every design infeasible when the scenario's weight sparsity
+    is a pattern the chip's matrix units do not skip (they would compute every zero)."""
+    if sc.sparsity is None or sc.sparsity in db.spec.compute.matrix.sparsity:
+        return reason, feasible
+    dense = np.ones(db.n, dtype=bool)
+    return (reason.first(dense, f"{db.spec.name} has no {sc.sparsity} sparse matrix units "
+                                "(compute.matrix.sparsity)", code=codes.NO_RATE),
+            feasible & ~dense)
 
 
 def _checked_run(wl: WorkloadSpec, sc: Scenario, ex: Execution, tech: TechSpec | None,

@@ -143,6 +143,10 @@ class MatrixEngine(Engine):
     modelled (a chip that runs a GEMM as one unit, or spreads it evenly)."""
     alignment: Alignment | None = None
     """Alignment rule of the fast GEMM path; omitted: any shape runs at full rate."""
+    sparsity: list[Literal["2:4"]] = Field(default_factory=list)
+    """Weight sparsity patterns the engines run at twice the dense rate by skipping the
+    zero products (2:4: NVIDIA's sparse tensor cores since Ampere, AMD's CDNA 3); omitted:
+    none, and a scenario's sparsity is infeasible on the chip."""
 
 
 class Compute(Spec):

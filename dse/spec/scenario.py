@@ -165,6 +165,10 @@ class Scenario(Spec):
     w8a16 / w4a16 (8- or 4-bit weights, 16-bit activations and KV), mixed (training)."""
     kv_precision: DataType | None = None
     """KV-cache data type when it differs from the activations (e.g. fp8 KV cache)."""
+    sparsity: Literal["2:4"] | None = None
+    """Weight sparsity of a Transformer's linear layers, a what-if (pruning): 2:4, two of
+    every four weights zero, run on the matrix units' structured-sparse path (half the
+    FLOPs, half the values plus 2 bits of position per kept value); null: dense."""
     engine: Engine | None = None
     """Serve: the serving engine's profile (iteration overhead, KV admission, limits); fields
     not given keep the documented default (Engine)."""
@@ -189,6 +193,16 @@ class Scenario(Spec):
         return value
 
     _transformer_training: ClassVar[bool] = True
+
+    @field_validator("sparsity")
+    @classmethod
+    def _sparse_inference(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """Pruned weights are an inference what-if: training updates dense weights."""
+        phase = phases.REGISTRY.get(str(info.data.get("phase")))
+        if value is not None and phase is not None and phase.trains:
+            raise ValueError(f"{value}: sparse weights are modelled for inference; "
+                             "training updates dense weights")
+        return value
 
     @field_validator("lengths", mode="before")
     @classmethod

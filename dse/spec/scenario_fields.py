@@ -36,6 +36,7 @@ NOT_ON: dict[tuple[str, str], str] = {
     ("cli:memory", "seq_out"): "training generates no tokens",
     ("cli:memory", "kv_precision"): "training keeps no KV cache",
     ("cli:memory", "latency_target"): "it goes with batch best (serve, inference)",
+    ("cli:memory", "sparsity"): "training updates dense weights",
     ("csv", "latency_target"): "it goes with batch best, and a measured row gives the "
                                "batch it ran (a number or max)",
 }

@@ -87,6 +87,7 @@ class StudyWorkload(Spec):
     seq_out: int | None = Field(default=None, ge=0)
     precision: PrecisionName | None = None
     kv_precision: DataType | None = None
+    sparsity: Literal["2:4"] | None = None
     chips: int = Field(default=1, ge=1)
     """Chips that run it: the system of the base chip and of the references; a study may
     vary it per design (`parameters: workloads.<name>.chips`)."""

@@ -9,7 +9,6 @@ by a software effect outside the hardware keep their error, with a note saying s
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,10 @@ from dse.validate.measurements import OPTIONAL_COLUMNS as OPTIONAL_COLUMNS  # re
 from dse.validate.measurements import SCENARIO_COLUMNS as SCENARIO_COLUMNS  # re-exported
 from dse.validate.measurements import compared_phases as compared_phases  # re-exported
 from dse.validate.measurements import read_measurements as read_measurements  # re-exported
+from dse.validate.rows import Row as Row  # re-exported
+from dse.validate.rows import hardware_facts as hardware_facts  # re-exported
+from dse.validate.rows import summary as summary  # re-exported
+from dse.validate.rows import summary_by as summary_by  # re-exported
 from dse.workloads import KINDS, resolve_scenario
 
 # Known effects outside the hardware, by (workload prefix, phase): reported beside the row.
@@ -56,38 +59,6 @@ def default_measurements() -> tuple[Path, ...]:
 def default_pending() -> tuple[Path, ...]:
     """The project's copies of shared/validation's pending rows, reported by default."""
     return tuple(library_dir("validation") / name for name in PENDING_FILES)
-
-
-@dataclass
-class Row:
-    id: str
-    phase: str
-    metric: str
-    measured: float
-    hardware: str
-    workload: str
-    predicted: float | None = None
-    rel_error: float | None = None
-    skipped: str | None = None
-    note: str | None = None
-    bound: str | None = None
-    loaded_as: str | None = None  # the hardware as loaded (a path resolved), not recorded
-    file: str = ""  # the measurements file's name
-    software: str = ""  # the stack it was measured on (the CSV's software column)
-    pending: bool = False  # from a pending file: a row that cannot run is reported, not raised
-
-    def record(self) -> dict:
-        out = {"id": self.id, "phase": self.phase, "metric": self.metric,
-               "hardware": self.hardware, "workload": self.workload,
-               "measured": self.measured, "predicted": self.predicted,
-               "rel_error": self.rel_error, "bound": self.bound, "file": self.file}
-        if self.software:
-            out["software"] = self.software
-        if self.skipped:
-            out["skipped"] = self.skipped
-        if self.note:
-            out["note"] = self.note
-        return out
 
 
 Progress = Callable[[int, int], None]
@@ -142,8 +113,8 @@ def _paths(paths: Path | str | Sequence[Path] | None) -> Sequence[Path | str]:
 # Rows whose key (all of a row's model inputs but its batch) is equal are one group: one
 # evaluation with a batch per design. Training takes one global batch per evaluation and
 # `max` depends on the hardware, so there the batch is part of the key.
-_KEY = ("hardware", "workload", "phase", "precision", "kv_precision", "seq_in", "seq_out",
-        "chips", "tp", "pp", "cp", "ep", "software")
+_KEY = ("hardware", "workload", "phase", "precision", "kv_precision", "sparsity", "seq_in",
+        "seq_out", "chips", "tp", "pp", "cp", "ep", "software")
 
 
 # Most distinct scenarios (rows that differ in more than their batch) one run models, in all
@@ -341,6 +312,7 @@ def _run_group(records: list[dict], rows: list[Row], loaded: dict) -> None:
         designs, wl, tech=tech, phase=r["phase"],
         batch=distinct if len(distinct) > 1 else distinct[0],
         precision=r["precision"] or None, kv_precision=r["kv_precision"] or None,
+        sparsity=r["sparsity"] or None,
         seq_in=_seq_in(wl, r),
         seq_out=int(r["seq_out"]) if r["seq_out"] else None,
         chips=r["chips"], tp=r["tp"], pp=r["pp"], cp=r["cp"], ep=r["ep"])
@@ -360,71 +332,3 @@ def _run_group(records: list[dict], rows: list[Row], loaded: dict) -> None:
         for (prefix, phase), note in NOTES.items():
             if rec["workload"].startswith(prefix) and rec["phase"] == phase:
                 row.note = note
-
-
-def hardware_facts(rows: Sequence[Row]) -> list[dict]:
-    """Each chip the rows were modelled on, as the area and cost models give it (the
-    silicon the predictions stand on): modelled area (spares and edge padding included)
-    beside the published die, and the cost to make one chip where its node has a cost
-    model (None, with a note, where a figure cannot be had)."""
-    from dse.model.area import area
-    from dse.model.cost import cost
-
-    out: list[dict] = []
-    seen: set[str] = set()
-    for r in rows:
-        if r.loaded_as is None or r.loaded_as in seen:
-            continue
-        seen.add(r.loaded_as)
-        rec: dict = {"hardware": r.hardware, "node": None, "area_mm2": None,
-                     "published_mm2": None, "cost_per_chip_usd": None, "note": ""}
-        out.append(rec)
-        try:
-            spec, tech, why = load_design(r.loaded_as)
-            if tech is None:
-                rec["note"] = f"no area or cost model: {why}"
-                continue
-            db = design_batch(spec)
-            die = area(db, tech)
-            mm2 = float(die.total_mm2[0])
-            rec.update(node=tech.node, area_mm2=mm2 if math.isfinite(mm2) else None,
-                       published_mm2=die.published_mm2)
-            if tech.wafer is None or tech.market is None:
-                rec["note"] = f"no cost model for node {tech.node}"
-                continue
-            c = cost(db, tech, die)
-            usd = float(c.total_usd[0])
-            if math.isfinite(usd):
-                rec["cost_per_chip_usd"] = usd
-            else:  # a die no wafer yields (JSON holds finite numbers only)
-                rec["note"] = str(c.reason[0]) or "no cost: no good die from a wafer"
-        except DseError as e:  # the rows of this chip already say why they failed
-            rec["note"] = str(e)
-    return out
-
-
-def summary(rows: list[Row]) -> dict[str, Any]:
-    """Median, 90th percentile and maximum of |rel_error| per phase and overall."""
-    def stats(errs: list[float]) -> dict:
-        a = np.abs(np.asarray(errs))
-        return {"n": len(a), "median": float(np.median(a)),
-                "p90": float(np.percentile(a, 90)), "max": float(a.max())}
-    done = [r for r in rows if r.rel_error is not None]
-    out: dict[str, Any] = {p: stats([r.rel_error for r in done if r.phase == p])  # type: ignore[misc]
-                           for p in phases.names() if any(r.phase == p for r in done)}
-    if done:
-        out["overall"] = stats([r.rel_error for r in done])  # type: ignore[misc]
-    out["skipped"] = sum(r.skipped is not None for r in rows)
-    return out
-
-
-def summary_by(rows: list[Row], key: str) -> dict[str, dict[str, float]]:
-    """Median, 90th percentile and maximum of |rel_error| per value of a row's `key` (file or
-    software), in the order of first appearance; rows without one under "-"."""
-    groups: dict[str, list[float]] = {}
-    for r in rows:
-        if r.rel_error is not None:
-            groups.setdefault(getattr(r, key) or "-", []).append(abs(r.rel_error))
-    return {k: {"n": len(v), "median": float(np.median(v)),
-                "p90": float(np.percentile(v, 90)), "max": float(max(v))}
-            for k, v in groups.items()}

@@ -23,7 +23,7 @@ from dse.spec.textfile import read_bytes
 # scenario's own value).
 COLUMNS = ("id", "hardware", "chips", "tp", "pp", "workload", "phase", "precision", "batch",
            "seq_in", "seq_out", "metric", "value")
-OPTIONAL_COLUMNS = ("kv_precision",)
+OPTIONAL_COLUMNS = ("kv_precision", "sparsity")
 # Execution columns a file may add (shared/validation/README.md, current-stacks.csv): the
 # context-, data- and expert-parallel degrees, blank = 1 (dp blank: what tp x pp x cp leave),
 # and the software stack the row was measured on (free text, reported per stack). `notes`
@@ -169,6 +169,7 @@ def read_measurements(path: Path) -> list[dict]:
             "chips": chips, "tp": tp, "pp": pp, "cp": cp, "ep": ep,
             "phase": sys.intern(phase), "precision": sys.intern((raw["precision"] or "").strip()),
             "kv_precision": sys.intern((raw.get("kv_precision") or "").strip()),
+            "sparsity": sys.intern((raw.get("sparsity") or "").strip()),
             "batch": batch,
             "seq_in": number("seq_in", whole=True, optional=True),
             "seq_out": number("seq_out", whole=True, optional=True),

@@ -50,6 +50,8 @@ class WorkloadKind:
     works_of: Callable[[Any], frozenset[str]] | None = None
     """The works one workload of the kind runs, where they depend on the workload (a
     Transformer decoder's are not an encoder's); None: all of `works`."""
+    sparsity: frozenset[str] = frozenset()
+    """The weight sparsity patterns its lowering applies (a scenario's `sparsity`)."""
 
     def runs(self, spec: Any) -> frozenset[str]:
         """The shapes of work `spec` runs."""
@@ -58,7 +60,8 @@ class WorkloadKind:
 
 KINDS: dict[str, WorkloadKind] = {
     "transformer": WorkloadKind(transformer.lower, transformer.check, transformer.context,
-                                transformer.WORKS, works_of=transformer.works_of),
+                                transformer.WORKS, works_of=transformer.works_of,
+                                sparsity=frozenset({"2:4"})),
     "gemm": WorkloadKind(gemm.lower_gemm, gemm.check, lambda spec: None, gemm.WORKS),
     "recommender": WorkloadKind(recommender.lower, recommender.check, lambda spec: None,
                                 recommender.WORKS, tokens=False),
@@ -210,8 +213,17 @@ def execution_issues(spec: WorkloadSpec, sc: Scenario, tp: int, pp: int
                      ) -> tuple[list[DseError], list[str]]:
     """(errors, warnings) of running `sc` split `tp` x `pp` ways: parallel degrees must
     divide what they split; lengths beyond the model's context are legal but suspect. The
-    errors are structured (field tp or pp), for each route to word."""
-    return kind_of(spec).check(spec, sc, tp, pp)
+    errors are structured (field tp or pp), for each route to word. A sparsity pattern the
+    kind's lowering does not apply is an error (field sparsity)."""
+    kind = kind_of(spec)
+    errors, warnings = kind.check(spec, sc, tp, pp)
+    sparsity = getattr(sc, "sparsity", None)
+    if sparsity is not None and sparsity not in kind.sparsity:
+        errors = [*errors, DseError(
+            f"{sparsity}: {spec.name} is a {spec.kind} workload, whose lowering applies no "
+            "weight sparsity (a Transformer's linear layers take 2:4)", field="sparsity",
+            value=sparsity, rule="a pattern the workload's kind applies")]
+    return errors, warnings
 
 
 def lower(spec: WorkloadSpec, scenario: Scenario, counting: Counting = DEFAULT,

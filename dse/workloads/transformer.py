@@ -20,7 +20,7 @@ from dse import phases
 from dse.errors import DseError
 from dse.spec.workload import Scenario, TransformerSpec, parameter_counts
 from dse.workloads import training
-from dse.workloads.common import DEFAULT, Counting, attention_pairs
+from dse.workloads.common import DEFAULT, PRECISIONS, Counting, attention_pairs
 from dse.workloads.optable import Facts, Num, OpRow, OpTable
 from dse.workloads.serving import Iteration, engine_of, iteration, kv_tokens
 from dse.workloads.transformer_rows import Attention, Builder
@@ -213,6 +213,11 @@ def check(model: TransformerSpec, sc: Scenario, tp: int, pp: int
         warnings.append(f"--pp {pp} does not divide the {model.layers} layers of "
                         f"{model.name}: the longest stage holds {-(-model.layers // pp)} "
                         "layers and sets the pace")
+    if sc.sparsity is not None and PRECISIONS[sc.precision][0] == "fp32":
+        errors.append(DseError(f"{sc.sparsity}: 2:4 sparse matrix units take 16-, 8- and 4-bit "
+                               "weights (fp32 runs 1:2); expected another precision",
+                               field="sparsity", value=sc.sparsity,
+                               rule="16-, 8- or 4-bit weights"))
     length = sc.seq_in + (sc.seq_out if phases.get(sc.phase).generates else 0)
     if model.max_positions and length > model.max_positions:
         warnings.append(f"{model.name}: {length} tokens (seq_in + seq_out) exceed the "

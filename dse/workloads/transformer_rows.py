@@ -49,6 +49,10 @@ class Attention(NamedTuple):
     pairs: float
 
 
+# Position metadata of 2:4 structured sparsity, bytes per dense weight: 2 bits for each of
+# the 2 kept values of every 4 (cuSPARSELt's compressed format).
+SPARSE_2_4_INDEX_BYTES = 2 * 2 / 8 / 4
+
 class Builder:
     """Accumulates rows for one stage with the model's sizes and byte widths at hand."""
 
@@ -75,14 +79,24 @@ class Builder:
         self.kvb = eb or DTYPE_BYTES[kv]
         self.rows: list[OpRow] = []
         self.ep = 1  # expert-parallel ranks sharing the experts (training)
+        self.sparse = sc.sparsity == "2:4"
 
     def gemm(self, name: str, group: str, count: Num, m: Num, n: Num, k: Num,
              stage: str, kind: str = "gemm", bias: bool | None = None,
              split: str = "column") -> None:
         bias = self.m.bias if bias is None else bias
+        # 2:4 sparse weights (a linear layer's, kind gemm): the matrix units skip the zero
+        # half of the products, and the weights are stored compressed -- the kept half of the
+        # values plus a 2-bit position per kept value, 1 bit per dense element (NVIDIA,
+        # "Exploiting NVIDIA Ampere Structured Sparsity with cuSPARSELt", developer blog
+        # 2020; Mishra et al., "Accelerating Sparse Deep Neural Networks", arXiv 2104.08378,
+        # Sec. 2). The LM head stays dense.
+        sparse = self.sparse and kind == "gemm"
+        products = m * n * k * (0.5 if sparse else 1.0)
+        per_weight = self.wb / 2 + SPARSE_2_4_INDEX_BYTES if sparse else self.wb
         self.rows.append(OpRow(
-            name, kind, group, count, 2 * m * n * k + (m * n if bias else 0.0),
-            read={"weights": k * n * self.wb + (n * self.ab if bias else 0.0),
+            name, kind, group, count, 2 * products + (m * n if bias else 0.0),
+            read={"weights": k * n * per_weight + (n * self.ab if bias else 0.0),
                   "activations": m * k * self.ab},
             written={"activations": m * n * self.ab}, m=m, n=n, k=k, batch=1, stage=stage,
             dtype=self.other if kind == "lm_head" else self.dtype, wdtype=self.wdt,

@@ -45,7 +45,7 @@ def test_the_fields_are_the_schemas():
         assert (f.annotation, f.default, f.description) == (info.annotation, info.default,
                                                             info.description)
     assert sf.SIMPLE == ("phase", "batch", "latency_target", "seq_in", "seq_out",
-                         "precision", "kv_precision")
+                         "precision", "kv_precision", "sparsity")
     assert set(sf.YAML_ONLY) == {"engine", "training", "lengths"}
     assert all(sf.YAML_ONLY.values())  # each with its reason
     assert sf.FIELDS["latency_target"].unit == "s" and sf.FIELDS["seq_in"].unit is None

@@ -102,7 +102,7 @@ def test_done_when_command_ranks_strategies_that_fit(done_when):
     assert times == sorted(times) and all(t > 0 for t in times)
     cap = doc["capacity"]["HBM3"]
     for r in rows:
-        assert r["tp"] * r["pp"] * r["dp"] == 64
+        assert r["tp"] * r["pp"] * r["cp"] * r["dp"] == 64
         assert r["tp"] <= ms.TP_MAX and 64 % r["tp"] == 0 and 80 % r["pp"] == 0
         assert r["memory_per_chip_bytes"] <= cap
         assert set(r) >= {"tp", "pp", "dp", "micro_batch", "zero", "recompute",
@@ -246,7 +246,12 @@ def test_enumeration_rules():
     cands = ms.strategies(wl, sc, db, 1024)
     assert {s.tp for s in cands} == {1, 2, 4, 8}
     assert all(96 % s.pp == 0 and 1536 % s.dp == 0 for s in cands)
-    assert all(s.zero == 0 for s in cands if s.dp == 1)
+    assert all(s.tp * s.pp * s.cp * s.dp == 1024 for s in cands)
+    # context parallelism: divisors of the ranks left that divide the 2,048-token sequence,
+    # at most CP_MAX
+    assert {s.cp for s in cands} == {1, 2, 4, 8, 16}
+    # ZeRO shards over every data-parallel rank, the ones that share a sequence included
+    assert all(s.zero == 0 for s in cands if s.dp * s.cp == 1)
     assert all(not s.sequence_parallel for s in cands if s.tp == 1)
     assert {s.offload for s in cands} == {None}  # an H100 has no slower tier
     fits = np.ones(len(cands), dtype=bool)
@@ -279,3 +284,17 @@ def test_interleaved_without_virtual_stages_leaves_their_number_chosen():
     assert "schedule" in open_v["chosen"]
     fixed = doc_of(*GPT3, "--schedule", "interleaved", "--virtual-stages", "2")["setup"]
     assert fixed["virtual_stages"] == 2 and "schedule" not in fixed["chosen"]
+
+
+def test_suggest_chooses_context_parallelism_for_long_sequences():
+    """At 32K tokens on 16 H100s, sharing each sequence over ranks (cp) fits where data
+    parallelism alone does not, and the ranking picks one: the planner chooses cp as it
+    chooses tp and pp."""
+    result = runner.invoke(app, ["memory", "h100-sxm", "llama3-8b", "--phase", "training",
+                                 "--batch", "16", "--seq-in", "32768", "--chips", "16",
+                                 "--suggest", "--format", "json"])
+    assert result.exit_code in (0, 3), result.output
+    rows = json.loads(result.stdout)["suggestions"]
+    assert rows and rows[0]["cp"] > 1
+    assert all(r["tp"] * r["pp"] * r["cp"] * r["dp"] == 16 for r in rows)
+    assert all(32768 % r["cp"] == 0 for r in rows)

@@ -2,11 +2,13 @@
 (`dse memory --suggest`). Pure: no I/O; documents are plain dicts.
 
 Suggestions (`suggest`):
-  enumerate  every (tp, pp, dp) with tp x pp x dp = chips, where tp divides the attention
+  enumerate  every (tp, pp, cp, dp) with tp x pp x cp x dp = chips, where tp divides the attention
              heads and is at most TP_MAX and the chip's chips_per_node (tensor parallelism's
              per-layer all-reduces stay inside one scale-up node), pp divides the layers (and
              the layers divide into pp x virtual_stages chunks with the interleaved
-             schedule), and dp divides the global batch; with each micro-batch that
+             schedule), cp (context parallelism: ranks that share each sequence) divides
+             the sequence and is at most CP_MAX, and dp divides the global batch; with each
+             micro-batch that
              divides a replica's sequences (training_setups.micro_batches), ZeRO 0-3
              (0 alone without data parallelism), recomputation none / selective / full,
              sequence parallelism on and off (with tp > 1), and the optimizer state kept
@@ -54,11 +56,15 @@ MAX_EVALUATED = 160
 # and the layers (a model of 10^12 layers on as many chips: 6,720), MAX_DEPTHS of them spread
 # over the range (README, Input limits).
 MAX_DEPTHS = 24
+# Context-parallel degrees tried at most: Llama 3's 128K-token stage trained with cp 16
+# (Dubey et al., "The Llama 3 Herd of Models", arXiv 2407.21783, Table 4).
+CP_MAX = 16
 
 
 @dataclass(frozen=True)
 class Strategy:
-    """One complete training strategy on `chips` = tp x pp x dp chips."""
+    """One complete training strategy on `chips` = tp x pp x cp x dp chips (dp: the
+    data-parallel replicas, each sequence shared by cp ranks)."""
 
     tp: int
     pp: int
@@ -69,6 +75,7 @@ class Strategy:
     sequence_parallel: bool
     offload: str | None
     """The slower level holding the optimizer state, or None (kept by the chip)."""
+    cp: int = 1
 
     def choice(self) -> Choice:
         return Choice(self.micro_batch, self.zero, self.recompute, self.sequence_parallel)
@@ -102,16 +109,17 @@ def strategies(wl: TransformerSpec, sc: Scenario, db: DesignBatch, chips: int
         for pp in _spread(divisors(math.gcd(chips // tp, wl.layers)), MAX_DEPTHS):
             if wl.layers % (pp * (t.virtual_stages or 1)):
                 continue
-            dp = chips // (tp * pp)
-            if batch % dp:
-                continue
-            per = batch // dp
-            mbs = micro_batches(per)
-            zeros = list(ZERO_ORDER) if dp > 1 else [0]
-            sps = [True, False] if tp > 1 else [False]
-            for off in offloads:
-                out += [Strategy(tp, pp, dp, b, z, r, sp, off) for b, r, z, sp in
-                        itertools.product(mbs, RECOMPUTE, zeros, sps)]
+            ranks = chips // (tp * pp)
+            for cp in (c for c in divisors(ranks) if c <= CP_MAX and sc.seq_in % c == 0):
+                dp = ranks // cp
+                if batch % dp:
+                    continue
+                mbs = micro_batches(batch // dp)
+                zeros = list(ZERO_ORDER) if ranks > 1 else [0]
+                sps = [True, False] if tp > 1 else [False]
+                for off in offloads:
+                    out += [Strategy(tp, pp, dp, b, z, r, sp, off, cp) for b, r, z, sp in
+                            itertools.product(mbs, RECOMPUTE, zeros, sps)]
     return out
 
 
@@ -121,7 +129,7 @@ def _scenario_of(sc: Scenario, s: Strategy, offload_params: bool) -> Scenario:
     off = None if s.offload is None else Offload(
         to=s.offload, optimizer=True, parameters=bool(offload_params))
     block = t.model_copy(update={"micro_batch": s.micro_batch, "zero": s.zero,
-                                 "recompute": s.recompute,
+                                 "recompute": s.recompute, "context_parallel": s.cp,
                                  "sequence_parallel": s.sequence_parallel, "offload": off})
     return sc.model_copy(update={"training": block})
 
@@ -131,7 +139,7 @@ def plan_all(wl: TransformerSpec, sc: Scenario, chips: int, cands: list[Strategy
     """The memory planner over every strategy at once: the plan of each (tp, pp, offload)
     group (dse.model.training_setups.plan_of, as the step model plans it) joined into one."""
     plans, sizes = [], []
-    for _, grouped in itertools.groupby(cands, key=lambda s: (s.tp, s.pp, s.offload)):
+    for _, grouped in itertools.groupby(cands, key=lambda s: (s.tp, s.pp, s.cp, s.offload)):
         group = list(grouped)
         g = group[0]
         sc_g = _scenario_of(sc, g, offload_params)
@@ -180,9 +188,9 @@ def shortlist(cands: list[Strategy], fits: np.ndarray, limit: int = MAX_EVALUATE
         firsts: dict[tuple[Any, ...], int] = {}
         for i in np.flatnonzero(fits[:, r]).tolist():
             s = cands[i]
-            firsts.setdefault((s.tp, s.pp, s.offload, s.micro_batch), int(i))
-        for (tp, pp, off, b), i in firsts.items():
-            picked = groups.setdefault((tp, pp, off), {}).setdefault(b, [])
+            firsts.setdefault((s.tp, s.pp, s.cp, s.offload, s.micro_batch), int(i))
+        for (tp, pp, cp, off, b), i in firsts.items():
+            picked = groups.setdefault((tp, pp, cp, off), {}).setdefault(b, [])
             if i not in picked:
                 picked.append(i)
     ranked = [[i for b in sorted(by_mb, reverse=True) for i in by_mb[b]]
@@ -198,7 +206,7 @@ def _row(s: Strategy, ev: Evaluation, slow: list[int]) -> dict[str, Any]:
     on_chip, off = float(tr["memory_total_bytes"][0]), float(tr["memory_offloaded_bytes"][0])
     beyond = {ev.level_names[k]: float(ev.memory_bytes[0, k]) for k in slow
               if ev.memory_bytes[0, k] > 0}
-    return {"tp": s.tp, "pp": s.pp, "dp": s.dp, "micro_batch": s.micro_batch,
+    return {"tp": s.tp, "pp": s.pp, "cp": s.cp, "dp": s.dp, "micro_batch": s.micro_batch,
             "microbatches": float(tr["microbatches"][0]), "zero": s.zero,
             "recompute": s.recompute, "sequence_parallel": s.sequence_parallel,
             "virtual_stages": int(tr["virtual_stages"][0]), "offload": s.offload,
@@ -223,7 +231,8 @@ def suggest(db: DesignBatch, wl: WorkloadSpec, name: str, sc: Scenario, chips: i
     cands = strategies(wl, sc, db, chips)
     summary: dict[str, Any] = {"enumerated": len(cands), "fit": 0, "evaluated": 0,
                                "feasible": 0, "failed": [], "least_memory": None,
-                               "max_evaluated": MAX_EVALUATED, "tp_max": TP_MAX}
+                               "max_evaluated": MAX_EVALUATED, "tp_max": TP_MAX,
+                               "cp_max": CP_MAX}
     if not cands:
         return {"suggestions": [], "summary": summary}
     mem = plan_all(wl, sc, chips, cands, offload_params)

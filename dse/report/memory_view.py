@@ -61,8 +61,13 @@ def heading(doc: dict[str, Any]) -> str:
         what = (f"training, global batch {batch} sequences x {sc['seq_in']} tokens "
                 f"({batch * sc['seq_in']:,} tokens per step), {sc['precision']}")
         chips = (f", {st['chips']} chip{'s' if st['chips'] > 1 else ''} "
-                 f"(tp {st['tp']}, pp {st['pp']}, dp {st['dp']})")
+                 f"(tp {st['tp']}, pp {st['pp']}{_cp(st)}, dp {st['dp']})")
     return f"{doc['workload']} [{sc['name']}: {what}] on {doc['hardware']}{chips}"
+
+
+def _cp(st: dict[str, Any]) -> str:
+    """", cp C" where the setup shares each sequence over C ranks, else nothing."""
+    return f", cp {st['cp']}" if st.get("cp", 1) > 1 else ""
 
 
 def fit_text(doc: dict[str, Any]) -> str:
@@ -137,7 +142,11 @@ def _setup_table(doc: dict[str, Any]) -> Any:
               title_justify="left", show_header=False)
     t.add_column("field")
     t.add_column("value", justify="right")
-    t.add_row("tensor / pipeline / data parallel", f"{st['tp']} / {st['pp']} / {st['dp']}")
+    if st.get("cp", 1) > 1:
+        t.add_row("tensor / pipeline / context / data parallel",
+                  f"{st['tp']} / {st['pp']} / {st['cp']} / {st['dp']}")
+    else:
+        t.add_row("tensor / pipeline / data parallel", f"{st['tp']} / {st['pp']} / {st['dp']}")
     t.add_row("micro-batch", mark("micro_batch", f"{st['micro_batch']} sequence"
                                  + ("s" if st["micro_batch"] > 1 else "")))
     t.add_row("micro-batches per step", f"{st['microbatches']:g}")
@@ -187,7 +196,8 @@ def _suggestions(doc: dict[str, Any], top: int) -> list[Any]:
         text = f"no strategy fits on {doc['setup']['chips']} chips"
         if least:
             text += (f": the least memory is {_bytes(least['bytes_per_chip'])} per chip "
-                     f"(tp {least['tp']}, pp {least['pp']}, dp {least['dp']}, micro-batch "
+                     f"(tp {least['tp']}, pp {least['pp']}{_cp(least)}, dp {least['dp']}, "
+                     f"micro-batch "
                      f"{least['micro_batch']}, ZeRO {least['zero']}, recompute "
                      f"{least['recompute']}, offload {least['offload'] or '-'}) against "
                      f"{_capacity(least['room_bytes'])} of room")
@@ -195,24 +205,25 @@ def _suggestions(doc: dict[str, Any], top: int) -> list[Any]:
     shown = rows[:top]
     t = Table(title=f"Strategies that fit, by step time (top {len(shown)} of {len(rows)})",
               title_justify="left")
-    for col in ("rank", "tp", "pp", "dp", "micro-\nbatch", "ZeRO", "recompute", "SP",
+    for col in ("rank", "tp", "pp", "cp", "dp", "micro-\nbatch", "ZeRO", "recompute", "SP",
                 "offload", "memory\nper chip", "step time", "tokens/s", "MFU"):
         t.add_column(col, justify="left" if col in ("recompute", "offload") else "right",
                      no_wrap=True)
     for r in shown:
         pp = str(r["pp"]) + (f" (v{r['virtual_stages']})" if r["virtual_stages"] > 1 else "")
-        t.add_row(str(r["rank"]), str(r["tp"]), pp, str(r["dp"]),
+        t.add_row(str(r["rank"]), str(r["tp"]), pp, str(r["cp"]), str(r["dp"]),
                   f"{r['micro_batch']} x {r['microbatches']:g}", str(r["zero"]),
                   r["recompute"], _sp(r), offload_cell(r),
                   _bytes(r["memory_per_chip_bytes"]), _time(r["step_time_s"]),
                   "-" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:,.0f}",
                   "-" if r["mfu"] is None else f"{r['mfu']:.1%}")
     foot = (f"{summ['enumerated']:,} strategies enumerated, {summ['fit']:,} fit the memory "
-            f"planner, {summ['evaluated']} evaluated (per tp, pp, offload and micro-batch the "
-            f"first in the step model's order, least recomputation, ZeRO 1, 2, 0, 3, SP on, "
-            f"that fits the fast tier, and each wider set of tiers; at most "
+            f"planner, {summ['evaluated']} evaluated (per tp, pp, cp, offload and micro-batch "
+            f"the first in the step model's order, least recomputation, ZeRO 1, 2, 0, 3, SP "
+            f"on, that fits the fast tier, and each wider set of tiers; at most "
             f"{summ['max_evaluated']}), {summ['feasible']} feasible. tp <= "
-            f"{summ['tp_max']} (one node), pp divides the layers, dp the global batch. "
+            f"{summ['tp_max']} (one node), pp divides the layers, cp the sequence (at most "
+            f"{summ.get('cp_max', 1)}), dp the global batch. "
             "micro-batch: sequences x micro-batches per step; pp (vN): the interleaved "
             "schedule with N model chunks per rank, chosen by the step model; recompute none "
             "runs fused "

@@ -298,3 +298,19 @@ def test_suggest_chooses_context_parallelism_for_long_sequences():
     assert rows and rows[0]["cp"] > 1
     assert all(r["tp"] * r["pp"] * r["cp"] * r["dp"] == 16 for r in rows)
     assert all(32768 % r["cp"] == 0 for r in rows)
+
+
+def test_suggest_chooses_expert_parallelism_for_a_mixture_of_experts():
+    """Mixtral's 8 experts on 16 chips: ep runs over the divisors of both; a dense model
+    has no ep to choose."""
+    db = dse.design_batch(dse.load_hardware("h100-sxm"))
+    moe = dse.load_workload("mixtral-8x7b")
+    _, sc, _ = mp.training_scenario(moe, None, phase="training", batch=64, seq_in=4096,
+                                    chips=16)
+    cands = ms.strategies(moe, sc, db, 16)
+    assert {s.ep for s in cands} == {1, 2, 4, 8}
+    assert all((s.dp * s.cp) % s.ep == 0 and 8 % s.ep == 0 for s in cands)
+    dense = dse.load_workload("llama3-8b")
+    _, sc, _ = mp.training_scenario(dense, None, phase="training", batch=64, seq_in=4096,
+                                    chips=16)
+    assert {s.ep for s in ms.strategies(dense, sc, db, 16)} == {1}

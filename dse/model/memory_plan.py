@@ -163,7 +163,8 @@ def breakdown(ev: Evaluation, db: DesignBatch) -> dict[str, Any]:
     else:
         per_chip = {p: float(tr[f"memory_{p}_bytes"][0]) for p in (*PARTS, "total")}
         offloaded = float(tr["memory_offloaded_bytes"][0])
-        setup = {"chips": ev.chips, "tp": ev.tp, "pp": ev.pp, "cp": ran.cp, "dp": ran.replicas,
+        setup = {"chips": ev.chips, "tp": ev.tp, "pp": ev.pp, "cp": ran.cp, "ep": ran.ep,
+                 "dp": ran.replicas,
                  "micro_batch": int(tr["micro_batch"][0]),
                  "microbatches": float(tr["microbatches"][0]), "zero": int(tr["zero"][0]),
                  "recompute": str(tr["recompute"][0]),

@@ -7,7 +7,8 @@ Suggestions (`suggest`):
              per-layer all-reduces stay inside one scale-up node), pp divides the layers (and
              the layers divide into pp x virtual_stages chunks with the interleaved
              schedule), cp (context parallelism: ranks that share each sequence) divides
-             the sequence and is at most CP_MAX, and dp divides the global batch; with each
+             the sequence and is at most CP_MAX, ep (expert parallelism, a mixture of
+             experts) divides the ranks and the experts, and dp divides the global batch; with each
              micro-batch that
              divides a replica's sequences (training_setups.micro_batches), ZeRO 0-3
              (0 alone without data parallelism), recomputation none / selective / full,
@@ -76,6 +77,7 @@ class Strategy:
     offload: str | None
     """The slower level holding the optimizer state, or None (kept by the chip)."""
     cp: int = 1
+    ep: int = 1
 
     def choice(self) -> Choice:
         return Choice(self.micro_batch, self.zero, self.recompute, self.sequence_parallel)
@@ -117,8 +119,9 @@ def strategies(wl: TransformerSpec, sc: Scenario, db: DesignBatch, chips: int
                 mbs = micro_batches(batch // dp)
                 zeros = list(ZERO_ORDER) if ranks > 1 else [0]
                 sps = [True, False] if tp > 1 else [False]
-                for off in offloads:
-                    out += [Strategy(tp, pp, dp, b, z, r, sp, off, cp) for b, r, z, sp in
+                eps = divisors(math.gcd(ranks, wl.moe.experts)) if wl.moe else (1,)
+                for off, ep in itertools.product(offloads, eps):
+                    out += [Strategy(tp, pp, dp, b, z, r, sp, off, cp, ep) for b, r, z, sp in
                             itertools.product(mbs, RECOMPUTE, zeros, sps)]
     return out
 
@@ -130,6 +133,7 @@ def _scenario_of(sc: Scenario, s: Strategy, offload_params: bool) -> Scenario:
         to=s.offload, optimizer=True, parameters=bool(offload_params))
     block = t.model_copy(update={"micro_batch": s.micro_batch, "zero": s.zero,
                                  "recompute": s.recompute, "context_parallel": s.cp,
+                                 "expert_parallel": s.ep,
                                  "sequence_parallel": s.sequence_parallel, "offload": off})
     return sc.model_copy(update={"training": block})
 
@@ -139,7 +143,8 @@ def plan_all(wl: TransformerSpec, sc: Scenario, chips: int, cands: list[Strategy
     """The memory planner over every strategy at once: the plan of each (tp, pp, offload)
     group (dse.model.training_setups.plan_of, as the step model plans it) joined into one."""
     plans, sizes = [], []
-    for _, grouped in itertools.groupby(cands, key=lambda s: (s.tp, s.pp, s.cp, s.offload)):
+    for _, grouped in itertools.groupby(cands, key=lambda s: (s.tp, s.pp, s.cp, s.ep,
+                                                             s.offload)):
         group = list(grouped)
         g = group[0]
         sc_g = _scenario_of(sc, g, offload_params)
@@ -188,9 +193,9 @@ def shortlist(cands: list[Strategy], fits: np.ndarray, limit: int = MAX_EVALUATE
         firsts: dict[tuple[Any, ...], int] = {}
         for i in np.flatnonzero(fits[:, r]).tolist():
             s = cands[i]
-            firsts.setdefault((s.tp, s.pp, s.cp, s.offload, s.micro_batch), int(i))
-        for (tp, pp, cp, off, b), i in firsts.items():
-            picked = groups.setdefault((tp, pp, cp, off), {}).setdefault(b, [])
+            firsts.setdefault((s.tp, s.pp, s.cp, s.ep, s.offload, s.micro_batch), int(i))
+        for (tp, pp, cp, ep, off, b), i in firsts.items():
+            picked = groups.setdefault((tp, pp, cp, ep, off), {}).setdefault(b, [])
             if i not in picked:
                 picked.append(i)
     ranked = [[i for b in sorted(by_mb, reverse=True) for i in by_mb[b]]
@@ -206,7 +211,8 @@ def _row(s: Strategy, ev: Evaluation, slow: list[int]) -> dict[str, Any]:
     on_chip, off = float(tr["memory_total_bytes"][0]), float(tr["memory_offloaded_bytes"][0])
     beyond = {ev.level_names[k]: float(ev.memory_bytes[0, k]) for k in slow
               if ev.memory_bytes[0, k] > 0}
-    return {"tp": s.tp, "pp": s.pp, "cp": s.cp, "dp": s.dp, "micro_batch": s.micro_batch,
+    return {"tp": s.tp, "pp": s.pp, "cp": s.cp, "ep": s.ep, "dp": s.dp,
+            "micro_batch": s.micro_batch,
             "microbatches": float(tr["microbatches"][0]), "zero": s.zero,
             "recompute": s.recompute, "sequence_parallel": s.sequence_parallel,
             "virtual_stages": int(tr["virtual_stages"][0]), "offload": s.offload,

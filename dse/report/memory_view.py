@@ -66,8 +66,9 @@ def heading(doc: dict[str, Any]) -> str:
 
 
 def _cp(st: dict[str, Any]) -> str:
-    """", cp C" where the setup shares each sequence over C ranks, else nothing."""
-    return f", cp {st['cp']}" if st.get("cp", 1) > 1 else ""
+    """", cp C" and ", ep E" where the setup shares each sequence over C ranks and each MoE
+    layer's experts over E, else nothing."""
+    return "".join(f", {k} {st[k]}" for k in ("cp", "ep") if st.get(k, 1) > 1)
 
 
 def fit_text(doc: dict[str, Any]) -> str:
@@ -205,13 +206,16 @@ def _suggestions(doc: dict[str, Any], top: int) -> list[Any]:
     shown = rows[:top]
     t = Table(title=f"Strategies that fit, by step time (top {len(shown)} of {len(rows)})",
               title_justify="left")
-    for col in ("rank", "tp", "pp", "cp", "dp", "micro-\nbatch", "ZeRO", "recompute", "SP",
-                "offload", "memory\nper chip", "step time", "tokens/s", "MFU"):
+    experts = any(r.get("ep", 1) > 1 for r in shown)  # a mixture of experts: ep shown
+    for col in ("rank", "tp", "pp", "cp", *(("ep",) if experts else ()), "dp",
+                "micro-\nbatch", "ZeRO", "recompute", "SP", "offload", "memory\nper chip",
+                "step time", "tokens/s", "MFU"):
         t.add_column(col, justify="left" if col in ("recompute", "offload") else "right",
                      no_wrap=True)
     for r in shown:
         pp = str(r["pp"]) + (f" (v{r['virtual_stages']})" if r["virtual_stages"] > 1 else "")
-        t.add_row(str(r["rank"]), str(r["tp"]), pp, str(r["cp"]), str(r["dp"]),
+        t.add_row(str(r["rank"]), str(r["tp"]), pp, str(r["cp"]),
+                  *((str(r["ep"]),) if experts else ()), str(r["dp"]),
                   f"{r['micro_batch']} x {r['microbatches']:g}", str(r["zero"]),
                   r["recompute"], _sp(r), offload_cell(r),
                   _bytes(r["memory_per_chip_bytes"]), _time(r["step_time_s"]),

@@ -161,3 +161,20 @@ def test_recommender_dense_all_reduce_overlaps_its_backward():
     _, sc = resolve_scenario(wl, None, phase="training", batch=2048, precision="mixed")
     table = lower(wl, sc, chips=16)
     assert table.stage[list(table.name).index("optimizer.dense")] == "optimizer"
+
+
+def test_each_design_has_its_own_domain():
+    # the same 16-rank all-reduce on 16-GPU domains stays within one (priced as before), on
+    # 8-GPU domains it crosses the network: one batch, two designs
+    db = design_batch(H100, {"interconnect.chips_per_node": [16, 8]})
+    t = _one("all_reduce", 16, 1e9, db=db)
+    assert t[0] == pytest.approx(6.6e-6 + 30 * 0.6e-6 + 2 * 15 / 16 * 1e9 / 369e9, rel=1e-12)
+    assert t[1] == pytest.approx(_one("all_reduce", 16, 1e9)[0], rel=1e-12)
+
+
+def test_no_scale_out_network_cannot_cross_domains():
+    # GH200 states no scale-out NIC: on 8-chip domains (an override) a group beyond one cannot
+    # run (inf, which the pass reports as chips that cannot talk); within it, it can
+    db = design_batch(dse.load_hardware("gh200"), {"interconnect.chips_per_node": 8})
+    assert np.isinf(_one("all_reduce", 16, 1e9, db=db)[0])
+    assert np.isfinite(_one("all_reduce", 8, 1e9, db=db)[0])

@@ -104,7 +104,7 @@ def run_pass(db: DesignBatch, table: OpTable, ex: Execution, *, in_sequence: boo
     batch once): design n runs table tables[n], so the plan and the operators' working
     sets are worked out per table and the kernel gathers them (ChipOps.rows)."""
     plug = plugin or Plugin()
-    if tables is not None and (plug.footprint or plug.collectives or plug.join):
+    if tables is not None and (plug.footprint or plug.collectives or plug.step or plug.join):
         raise ValueError("a planner's pass runs one table for every design, not distinct "
                          "tables")
     if plan is None:

@@ -16,11 +16,10 @@ from dse.model import reasons as reason_codes
 from dse.model.batch import DesignBatch
 from dse.model.execution import Execution
 from dse.model.lowered import lowered, picked_facts
-from dse.model.passes import Plugin, run_pass
+from dse.model.passes import run_pass
 from dse.model.placement import Placement
 from dse.model.reasons import Reasons
 from dse.model.stages import Step, phase_metrics
-from dse.model.training_plugins import overlapped
 from dse.spec.workload import Scenario, WorkloadSpec
 from dse.workloads.serving import batch_limit, engine_of, iteration
 
@@ -62,12 +61,8 @@ def run_phase(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     ph = phases.get(sc.phase)
     serve = ph.served
     it = iteration(per_replica, sc.seq_in, sc.seq_out, engine_of(sc)) if serve else None
-    # a training step without a planner (a recommender: one pass, one micro-batch) overlaps
-    # its data-parallel gradient reduction with its backward as the planner's does
-    # (training_plugins.overlapped: DDP's bucketed all-reduce under the backward)
-    plugin = Plugin(step=lambda st: overlapped(st, 1.0)) if ph.trains else None
     done = run_pass(db, table, ex, in_sequence=ph.in_sequence, precision=sc.precision,
-                    plan=low.plan, tables=tables, plugin=plugin)
+                    plan=low.plan, tables=tables)
     if tables is not None:  # the table's facts per design
         table = dataclasses.replace(table, facts=picked_facts(table.facts, tables))
     st, placed, reasons = done.step, done.placement, done.reasons

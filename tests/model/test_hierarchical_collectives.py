@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dse
-from dse.model import evaluate
 from dse.model.batch import design_batch
 from dse.model.execution import Execution
 from dse.model.parallel import (
@@ -145,22 +144,6 @@ def test_a_missing_overlap_window_is_an_error():
     role = np.array(["", "gradient_reduce"], dtype=object)
     with pytest.raises(ValueError, match="no backward operator"):
         hide(np.array([[1e-3, 1e-3]]), ops, role, 1.0, {"forward": np.array([1e-3])})
-
-
-def test_recommender_dense_all_reduce_overlaps_its_backward():
-    # DLRM-DCNv2 on 16 H100s (two nodes): the dense gradients' all-reduce (64 MB, fp32)
-    # runs under the backward (TorchRec's DDP, HugeCTR's async_mlp_wgrad and
-    # overlap_ar_a2a): only its excess over the backward shows, here none.
-    wl = dse.load_workload("dlrm-dcnv2")
-    res = evaluate(H100, wl, phase="training", batch=32768, chips=16, precision="mixed")
-    names = list(res.ops_name)
-    spent = res.ops_spent[0]
-    assert res.feasible[0]
-    assert spent[names.index("gradients.all_reduce")] == 0.0
-    # the dense optimizer runs after the all-reduce: not part of the window
-    _, sc = resolve_scenario(wl, None, phase="training", batch=2048, precision="mixed")
-    table = lower(wl, sc, chips=16)
-    assert table.stage[list(table.name).index("optimizer.dense")] == "optimizer"
 
 
 def test_each_design_has_its_own_domain():

@@ -225,9 +225,9 @@ def collective_times(batch: DesignBatch, coll: Collectives) -> np.ndarray:
             in_steps, in_bytes, out_steps, out_bytes = HIERARCHICAL[kind](
                 p, g, coll.nbytes[..., j])
             in_bw = collective_bandwidth(batch, g)
-            t_in = np.where(in_bytes > 0, in_bytes / np.where(in_bw > 0, in_bw, 0.0), 0.0)
-            t_out = np.where(out_bytes > 0, out_bytes / np.where(out_bw > 0, out_bw, 0.0),
-                             0.0)
+            # a class that carries nothing takes no time, even without links (0 / 0)
+            t_in = np.where(in_bytes > 0, in_bytes / in_bw, 0.0)
+            t_out = np.where(out_bytes > 0, out_bytes / out_bw, 0.0)
             hier = batch.collective_overhead + in_steps * batch.link_latency \
                 + out_steps * batch.scale_out_latency + np.maximum(t_in, t_out)
         out[:, j] = np.where(g >= p, flat, hier)

@@ -53,6 +53,7 @@ ROLES = (
     "gradient_reduce_scatter",  # ... reduce-scattered (ZeRO 1-3, distributed optimizer)
     "parameter_all_gather",  # updated parameter shards all-gathered after the update
     "parameter_prefetch",  # ZeRO-3 / FSDP: every stage's parameters gathered before use
+    "parameter_prefetch_backward",  # ... and gathered again for the backward
     "context_kv_gather",  # context parallelism: K and V of the whole sequence (forward)
     "context_kv_scatter",  # ... their gradients reduce-scattered (backward)
     "expert_dispatch",  # expert parallelism: tokens to their experts and back (forward)

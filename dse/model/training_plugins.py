@@ -8,7 +8,8 @@ role (dse.model.parallel.ROLES), operators by their kind, never by name. No I/O.
     overlap    the gradient reduction runs under the last micro-batch's backward and the
                parameter all-gather under the first micro-batch's forward (Megatron's
                overlap_grad_reduce / overlap_param_gather, DDP's buckets); ZeRO-3's gathers
-               under the micro-batch's own compute (FSDP prefetch); ring attention's K and
+               under the micro-batch's own forward, and its backward's under the backward
+               (FSDP prefetch, layer by layer); ring attention's K and
                V exchange under the layer's attention: only the excess shows;
     bubble     (pp - 1) / (v x m) of the micro-batches' compute (Narayanan et al., SC21,
                Sec. 2.2: 1F1B and its interleaved form with v chunks per rank).
@@ -94,7 +95,7 @@ def training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scenario,
                    ex.ep, ex.tp * ex.cp, routed_bytes, 2 * layers * m),
                   ("experts.all_to_all.backward", "expert_dispatch_backward", "all_to_all",
                    "backward", ex.ep, ex.tp * ex.cp, routed_bytes, 2 * layers * m)]
-    if ex.dp > 1:  # every setup lists all four (count 0 where unused): setups compare
+    if ex.dp > 1:  # every setup lists all five (count 0 where unused): setups compare
         # the data-parallel group (cp folded in: ex.dp counts the cp ranks): all the ranks
         # of one tp rank and stage, tp apart
         sharded, dp, tp = (1.0 if zero >= 1 else 0.0), ex.dp, ex.tp
@@ -105,7 +106,9 @@ def training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scenario,
                   ("parameters.all_gather", "parameter_all_gather", "all_gather",
                    "optimizer", dp, tp, params * p_b, sharded),
                   ("parameters.gather", "parameter_prefetch", "all_gather", "forward", dp,
-                   tp, params * p_b, 2.0 * m if zero == 3 else 0.0)]
+                   tp, params * p_b, m if zero == 3 else 0.0),
+                  ("parameters.gather.backward", "parameter_prefetch_backward", "all_gather",
+                   "backward", dp, tp, params * p_b, m if zero == 3 else 0.0)]
     for name, role, kind, stage, group, stride, size, count in ranks:
         for into, value in ((names, name), (roles, role), (strides, float(stride)),
                             (kinds, kind), (stages, stage), (groups, float(group)),
@@ -139,8 +142,9 @@ def overlapped(st: Step, m: float, per_stage: dict[str, np.ndarray] | None = Non
     """Collectives hidden under compute show only their excess (see the module docstring):
     the data-parallel gradient reduction under the last micro-batch's backward, the
     parameter all-gather under the first micro-batch's forward, ZeRO-3's gathers under the
-    micro-batch they serve, and context parallelism's K and V exchange under the layer's
-    attention (ring attention passes the blocks while it computes on the ones it has).
+    pass they serve (a micro-batch's forward, its backward), and context parallelism's K and
+    V exchange under the layer's attention (ring attention passes the blocks while it
+    computes on the ones it has).
     `per_stage`: `times_by_stage(st)` where the caller has it; `row`: as there."""
     per_stage = times_by_stage(st, row) if per_stage is None else per_stage
     time = st.time.copy()
@@ -181,7 +185,7 @@ def hide(time: np.ndarray, ops: ChipOps, role: np.ndarray | None, m: float,
     # the window each role's collectives hide under (roles: dse.model.parallel.ROLES)
     windows: dict[str, Callable[[], np.ndarray]] = {
         "gradient_reduce": bwd, "gradient_reduce_scatter": bwd, "parameter_all_gather": fwd,
-        "parameter_prefetch": lambda: (fwd() + bwd()) / 2.0,
+        "parameter_prefetch": fwd, "parameter_prefetch_backward": bwd,
         "context_kv_gather": lambda: attention("forward"),
         "context_kv_scatter": lambda: attention("backward")}
     hidden_any = False

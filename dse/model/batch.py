@@ -30,6 +30,7 @@ from dse.spec.hardware import (
     PRECISIONS,
     Compute,
     HardwareSpec,
+    Interconnect,
 )
 from dse.spec.hardware_costs import fixed_cost
 
@@ -75,7 +76,8 @@ class DesignBatch:
     link_latency: np.ndarray  # [N] s per collective step
     link_fraction: np.ndarray  # [N] achieved share of the link bandwidth in collectives
     collective_overhead: np.ndarray  # [N] s per collective call
-    scale_out_bandwidth: np.ndarray  # [N] B/s per chip per direction
+    scale_out_bandwidth: np.ndarray  # [N] B/s per chip per direction (all its NICs)
+    scale_out_fraction: np.ndarray  # [N] achieved share of the scale-out line rate
     scale_out_latency: np.ndarray  # [N] s
     tdp: np.ndarray  # [N] W (NaN: none given)
     matrix_energy: dict[str, np.ndarray]  # precision -> [N] J per matrix FLOP at the rated
@@ -211,6 +213,11 @@ def _matrix_energy(v: Values, spec: HardwareSpec) -> dict[str, np.ndarray]:
             if p in stated or v.given(f"power.matrix_energy.{p}")}
 
 
+def _out(ic: Interconnect | None) -> float:
+    """The achieved fraction of the scale-out line rate the spec gives (1: none given)."""
+    return ic.scale_out_achievable.fraction if ic and ic.scale_out_achievable else 1.0
+
+
 def design_batch(spec: HardwareSpec, overrides: Mapping[str, object] | None = None
                  ) -> DesignBatch:
     """The designs `spec` with each override applied. All override arrays must have the same
@@ -266,6 +273,7 @@ def design_batch(spec: HardwareSpec, overrides: Mapping[str, object] | None = No
                                   fixed_cost(spec, "interconnect.collective_overhead")),
         scale_out_bandwidth=v.get("interconnect.scale_out_bandwidth",
                                   (ic.scale_out_bandwidth or 0.0) if ic else 0.0),
+        scale_out_fraction=v.get("interconnect.scale_out_achievable.fraction", _out(ic)),
         scale_out_latency=v.get("interconnect.scale_out_latency",
                                 fixed_cost(spec, "interconnect.scale_out_latency")),
         tdp=v.get("tdp", spec.tdp),

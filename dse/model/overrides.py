@@ -128,6 +128,8 @@ UNREAD_TERMS = {
     "modelled one; never an input",
     "technology.transistors": "the chip as built, documented; the area model works from the "
     "design's contents",
+    "interconnect.scale_out_nics": "the collectives use the NICs' bandwidth together "
+    "(scale_out_bandwidth); their count describes the system",
 }
 
 # The rule of the error for a varied field no model reads (dse.report.hardware_view marks

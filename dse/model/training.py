@@ -18,7 +18,8 @@ data-parallel replica; the busiest stage sets the pace):
     overlap    the gradient reduction runs under the last micro-batch's backward and the
                parameter all-gather under the first micro-batch's forward (Megatron's
                overlap_grad_reduce / overlap_param_gather, DDP's buckets); ZeRO-3's gathers
-               under the micro-batch's own compute (FSDP prefetch): only the excess shows;
+               under the forward or backward they serve (FSDP prefetch): only the excess
+               shows;
     context    context parallelism (cp ranks per sequence): each rank runs seq / cp tokens
                and 1/cp of the attention pairs, gathering every layer's K and V (ring
                attention, under the attention's compute) and reduce-scattering their

@@ -8,7 +8,8 @@ role (dse.model.parallel.ROLES), operators by their kind, never by name. No I/O.
     overlap    the gradient reduction runs under the last micro-batch's backward and the
                parameter all-gather under the first micro-batch's forward (Megatron's
                overlap_grad_reduce / overlap_param_gather, DDP's buckets); ZeRO-3's gathers
-               under the micro-batch's own compute (FSDP prefetch); ring attention's K and
+               under the micro-batch's own forward, and its backward's under the backward
+               (FSDP prefetch, layer by layer); ring attention's K and
                V exchange under the layer's attention: only the excess shows;
     bubble     (pp - 1) / (v x m) of the micro-batches' compute (Narayanan et al., SC21,
                Sec. 2.2: 1F1B and its interleaved form with v chunks per rank).
@@ -46,7 +47,7 @@ def training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scenario,
     and expert-parallel ones of the execution `ex` as it runs (its micro-batch and ZeRO
     stage set); each with its role (dse.model.parallel.ROLES)."""
     names, kinds, stages = list(coll.name), list(coll.kind), list(coll.stage)
-    roles = list(coll.role)
+    roles, strides = list(coll.role), list(coll.strides())
     sends = coll.having("pipeline_send")
     if ex.pp > 1 and not sends.any():  # its count is scaled per micro-batch below
         raise ValueError(f"training with pp = {ex.pp}: the table's collectives have no "
@@ -58,8 +59,11 @@ def training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scenario,
     for j in np.flatnonzero(sends):
         # activations forward, their gradients back: once per chunk boundary, v per
         # micro-batch with v chunks per rank (SC21 Sec. 2.2.2: "the amount of
-        # communication also increases by v")
-        counts[j] = counts[j] * 2.0 * m * (ex.virtual_stages or 1)
+        # communication also increases by v"); the received shards' all-gather over the tp
+        # group (parallel._collectives) only without sequence parallelism, whose boundary
+        # activations stay split over the tp ranks
+        gathered = 0.0 if kinds[j] == "all_gather" and ex.sequence_parallel else 1.0
+        counts[j] = counts[j] * 2.0 * m * (ex.virtual_stages or 1) * gathered
     prec = TRAINING_PRECISIONS[sc.precision]
     p_b, g_b, _ = state_bytes(prec, t.optimizer, t.optimizer_state)
     pc = parameter_counts(wl)
@@ -70,51 +74,48 @@ def training_collectives(coll: Collectives, wl: TransformerSpec, sc: Scenario,
     act = DTYPE_BYTES[PRECISIONS[sc.precision][1]]
     layers = math.ceil(wl.layers / ex.pp)  # the stage's
     tokens = mb * sc.seq_in / ex.cp  # one rank's, per micro-batch
-    ranks = []  # (name, kind, stage, group, bytes, count) of the cp and ep exchanges
+    # (name, role, kind, stage, group, stride, bytes, count) of the cp, ep and dp
+    # collectives; the stride is the group's rank distance in Megatron-Core's order
+    # tp-cp-ep-dp-pp (parallel.ranks_per_domain): cp ranks tp apart, ep ranks tp x cp apart
+    ranks = []
     if ex.cp > 1:
         # ring attention: every rank gathers the whole sequence's K and V of its heads each
         # layer (forward), and the gradients of K and V go back (backward, reduce-scatter)
         kv = 2 * mb * sc.seq_in * wl.n_kv_heads / min(ex.tp, wl.n_kv_heads) \
             * wl.d_head * act
         ranks += [("context.kv_all_gather", "context_kv_gather", "all_gather", "forward",
-                   ex.cp, kv, layers * m),
+                   ex.cp, ex.tp, kv, layers * m),
                   ("context.kv_reduce_scatter", "context_kv_scatter", "reduce_scatter",
-                   "backward", ex.cp, kv, layers * m)]
+                   "backward", ex.cp, ex.tp, kv, layers * m)]
     if ex.ep > 1 and wl.moe is not None:
         # each MoE layer sends its tokens to their experts' ranks and back (dispatch and
         # combine), forward and backward
         routed_bytes = tokens * wl.moe.top_k * wl.d_model * act / ex.tp
         ranks += [("experts.all_to_all", "expert_dispatch", "all_to_all", "forward",
-                   ex.ep, routed_bytes, 2 * layers * m),
+                   ex.ep, ex.tp * ex.cp, routed_bytes, 2 * layers * m),
                   ("experts.all_to_all.backward", "expert_dispatch_backward", "all_to_all",
-                   "backward", ex.ep, routed_bytes, 2 * layers * m)]
-    for name, role, kind, stage, group, size, count in ranks:
-        names.append(name)
-        roles.append(role)
-        kinds.append(kind)
-        stages.append(stage)
-        groups.append(float(group))
-        sizes.append(np.asarray(size, dtype=float))
-        counts.append(np.asarray(count, dtype=float))
-    if ex.dp > 1:  # every setup lists all four (count 0 where unused): setups compare
-        sharded = 1.0 if zero >= 1 else 0.0
-        add = [("gradients.all_reduce", "gradient_reduce", "all_reduce", "backward",
-                params * g_b, 1 - sharded),
-               ("gradients.reduce_scatter", "gradient_reduce_scatter", "reduce_scatter",
-                "backward", params * g_b, sharded),
-               ("parameters.all_gather", "parameter_all_gather", "all_gather", "optimizer",
-                params * p_b, sharded),
-               ("parameters.gather", "parameter_prefetch", "all_gather", "forward",
-                params * p_b, 2.0 * m if zero == 3 else 0.0)]
-        for name, role, kind, stage, size, count in add:
-            names.append(name)
-            roles.append(role)
-            kinds.append(kind)
-            stages.append(stage)
-            groups.append(float(ex.dp))
-            sizes.append(np.asarray(size, dtype=float))
-            counts.append(np.asarray(count, dtype=float))
-    return collectives_of(names, kinds, stages, groups, sizes, counts, roles)
+                   "backward", ex.ep, ex.tp * ex.cp, routed_bytes, 2 * layers * m)]
+    if ex.dp > 1:  # every setup lists all five (count 0 where unused): setups compare
+        # the data-parallel group (cp folded in: ex.dp counts the cp ranks): all the ranks
+        # of one tp rank and stage, tp apart
+        sharded, dp, tp = (1.0 if zero >= 1 else 0.0), ex.dp, ex.tp
+        ranks += [("gradients.all_reduce", "gradient_reduce", "all_reduce", "backward", dp,
+                   tp, params * g_b, 1 - sharded),
+                  ("gradients.reduce_scatter", "gradient_reduce_scatter", "reduce_scatter",
+                   "backward", dp, tp, params * g_b, sharded),
+                  ("parameters.all_gather", "parameter_all_gather", "all_gather",
+                   "optimizer", dp, tp, params * p_b, sharded),
+                  ("parameters.gather", "parameter_prefetch", "all_gather", "forward", dp,
+                   tp, params * p_b, m if zero == 3 else 0.0),
+                  ("parameters.gather.backward", "parameter_prefetch_backward", "all_gather",
+                   "backward", dp, tp, params * p_b, m if zero == 3 else 0.0)]
+    for name, role, kind, stage, group, stride, size, count in ranks:
+        for into, value in ((names, name), (roles, role), (strides, float(stride)),
+                            (kinds, kind), (stages, stage), (groups, float(group)),
+                            (sizes, np.asarray(size, dtype=float)),
+                            (counts, np.asarray(count, dtype=float))):
+            into.append(value)
+    return collectives_of(names, kinds, stages, groups, sizes, counts, roles, strides)
 
 
 def times_by_stage(st: Step, row: np.ndarray | None = None) -> dict[str, np.ndarray]:
@@ -141,8 +142,9 @@ def overlapped(st: Step, m: float, per_stage: dict[str, np.ndarray] | None = Non
     """Collectives hidden under compute show only their excess (see the module docstring):
     the data-parallel gradient reduction under the last micro-batch's backward, the
     parameter all-gather under the first micro-batch's forward, ZeRO-3's gathers under the
-    micro-batch they serve, and context parallelism's K and V exchange under the layer's
-    attention (ring attention passes the blocks while it computes on the ones it has).
+    pass they serve (a micro-batch's forward, its backward), and context parallelism's K and
+    V exchange under the layer's attention (ring attention passes the blocks while it
+    computes on the ones it has).
     `per_stage`: `times_by_stage(st)` where the caller has it; `row`: as there."""
     per_stage = times_by_stage(st, row) if per_stage is None else per_stage
     time = st.time.copy()
@@ -158,11 +160,17 @@ def hide(time: np.ndarray, ops: ChipOps, role: np.ndarray | None, m: float,
     `overlapped`); whether any collective has a window."""
     i = len(ops.name)
 
+    def of(stage: str) -> np.ndarray:  # [N] one micro-batch's operators of `stage`
+        if not np.any(ops.stage == stage):  # the collective would show whole: no window
+            raise ValueError(f"overlap window of the data-parallel collectives: no {stage} "
+                             "operator in the training step")
+        return per_stage[stage] / m
+
     def fwd() -> np.ndarray:  # one micro-batch's forward
-        return per_stage["forward"] / m
+        return of("forward")
 
     def bwd() -> np.ndarray:
-        return per_stage["backward"] / m
+        return of("backward")
 
     def attention(stage: str) -> np.ndarray:  # [N] one instance of a layer's attention
         cols = {k: np.flatnonzero((ops.kind == k) & (ops.stage == stage))
@@ -177,7 +185,7 @@ def hide(time: np.ndarray, ops: ChipOps, role: np.ndarray | None, m: float,
     # the window each role's collectives hide under (roles: dse.model.parallel.ROLES)
     windows: dict[str, Callable[[], np.ndarray]] = {
         "gradient_reduce": bwd, "gradient_reduce_scatter": bwd, "parameter_all_gather": fwd,
-        "parameter_prefetch": lambda: (fwd() + bwd()) / 2.0,
+        "parameter_prefetch": fwd, "parameter_prefetch_backward": bwd,
         "context_kv_gather": lambda: attention("forward"),
         "context_kv_scatter": lambda: attention("backward")}
     hidden_any = False

@@ -183,7 +183,12 @@ def _interconnect_lines(spec: HardwareSpec) -> list[str]:
                         if ic.achievable else ""))
     if ic.scale_out_bandwidth:
         lines.append(f"scale-out: {_q(ic.scale_out_bandwidth, units.BANDWIDTH)} per chip "
-                     "per direction")
+                     "per direction"
+                     + (f" over {ic.scale_out_nics} NIC{'s' if ic.scale_out_nics > 1 else ''}"
+                        if ic.scale_out_nics else "")
+                     + (f", {ic.fabric.replace('_', '-')} fabric" if ic.fabric else "")
+                     + (f", achieved fraction {ic.scale_out_achievable.fraction:.2f}"
+                        if ic.scale_out_achievable else ""))
     if ic.host_link:
         lines.append(f"host link: {ic.host_link.name or ''} "
                      f"{_q(ic.host_link.bandwidth, units.BANDWIDTH)} per direction".strip())

@@ -23,7 +23,7 @@ from dse.spec.hardware_terms import CHANNEL_INTERFACES as CHANNEL_INTERFACES
 from dse.spec.hardware_terms import HBM_INTERFACES as HBM_INTERFACES
 from dse.spec.hardware_terms import ON_CHIP_KINDS as ON_CHIP_KINDS
 from dse.spec.hardware_terms import PRECISIONS as PRECISIONS
-from dse.spec.hardware_terms import Interface, Precision, Topology
+from dse.spec.hardware_terms import Fabric, Interface, Precision, Topology
 from dse.spec.hardware_terms import interface_family as interface_family
 from dse.spec.memory_level import GATHER_TO_STREAM as GATHER_TO_STREAM
 from dse.spec.memory_level import MemoryLevel as MemoryLevel
@@ -69,10 +69,25 @@ class Interconnect(Spec):
     """How chips in a node connect: switch (NVSwitch), fully_connected (a direct link to
     every peer), ring, torus2d, torus3d, mesh (2-D grid)."""
     chips_per_node: int = Field(default=1, gt=0)
-    """Chips reachable over the scale-up links (a node, a pod slice)."""
+    """The scale-up domain: chips reachable over the scale-up links (an NVLink/NVSwitch
+    node, an xGMI platform, a TPU pod's ICI torus). A collective's ranks within it
+    communicate over the links; beyond it, over the scale-out network."""
     scale_out_bandwidth: Bandwidth | None = None
-    """Network bandwidth per chip to other nodes, per direction, B/s."""
+    """Network bandwidth per chip to other domains, per direction, B/s: all of the chip's
+    scale-out NICs together (`scale_out_nics` x the NIC line rate)."""
+    scale_out_nics: int | None = Field(default=None, gt=0)
+    """Scale-out NICs (network ports) per chip (DGX H100: one 400 Gb/s ConnectX-7 per GPU;
+    Gaudi 2: three on-die 100 GbE ports); their bandwidth together is
+    `scale_out_bandwidth`. Omitted: one."""
+    fabric: Fabric | None = None
+    """How the scale-out network joins the domains: rail_optimized, fat_tree or dragonfly
+    (dse.spec.hardware_terms.Fabric)."""
+    scale_out_achievable: Achievable | None = None
+    """Achieved fraction of the scale-out line rate in a large collective (nccl-tests
+    multi-node bus bandwidth per NIC over the NIC's line rate), with its source. Omitted:
+    the line rate."""
     scale_out_latency: TimeOrZero | None = None
+    """Latency of one collective step across the scale-out network, s."""
     collective_overhead: TimeOrZero | None = None
     """Fixed cost of one collective call (all-reduce, all-gather) beyond its per-step
     latency and its bytes: the communication library's launch and synchronisation, s."""
@@ -90,6 +105,11 @@ class Interconnect(Spec):
             raise ValueError("links > 0 needs link_bandwidth and topology")
         if self.links == 0 and self.chips_per_node > 1:
             raise ValueError("chips_per_node > 1 needs chip-to-chip links (links > 0)")
+        if self.scale_out_bandwidth is None and (
+                self.scale_out_nics is not None or self.fabric is not None
+                or self.scale_out_achievable is not None):
+            raise ValueError("scale_out_nics, fabric and scale_out_achievable describe the "
+                             "scale-out network: they need scale_out_bandwidth")
         return self
 
     @property

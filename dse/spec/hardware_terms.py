@@ -53,6 +53,15 @@ def interface_family(interface: str | None) -> str | None:
 Topology = Literal["switch", "fully_connected", "ring", "torus2d", "torus3d", "mesh"]
 
 
+# How the scale-out network joins the scale-up domains. rail_optimized: a fat tree whose
+# leaf k joins NIC k of every node (NVIDIA's DGX SuperPOD reference architecture), so a
+# rank reaches the same local rank of any node in one leaf hop; fat_tree: any NIC reaches
+# any at full bisection; dragonfly: groups of switches joined all-to-all. The
+# hierarchical collectives (dse.model.parallel) assume full bisection per NIC, which all
+# three give at the designs' scale; the fabric is the system's description.
+Fabric = Literal["rail_optimized", "fat_tree", "dragonfly"]
+
+
 def _normal(value: float) -> float:
     """Reject denormal floats: a fraction of 1e-320 is a typo, and arithmetic on it turns
     every rate it scales into zero."""

@@ -159,8 +159,8 @@ def lower(spec: RecommenderSpec, scenario: RecScenario, counting: Counting = DEF
         rows.append(OpRow("optimizer.dense", "residual", "optimizer", 1.0,
                           dense * (1 + UPDATE_FLOPS[opt.dense]),
                           read={"weights": dense * (wb + st), "gradients": dense * 4.0},
-                          written={"weights": dense * (wb + st)}, stage="backward",
-                          dtype="fp32"))
+                          written={"weights": dense * (wb + st)}, stage="optimizer",
+                          dtype="fp32"))  # after the gradients' all-reduce, as training's
         weights = dense * (wb + st)
     facts = Facts(phase=scenario.phase, batch=samples, seq_in=1.0,
                   resident={"weights": weights, "embeddings": stored},

@@ -153,8 +153,10 @@ def test_gradient_reduction_shows_only_beyond_the_last_backward() -> None:
 def test_zero3_gathers_the_parameters_twice_per_micro_batch() -> None:
     ev = _eval(wl=_wl(micro_batch=2, zero=3, recompute="none"), chips=8)
     m = ev.training["microbatches"][0]
-    count, _ = _op(ev, "parameters.gather")
-    assert count == 2 * m
+    # once for the forward, once for the backward: two collectives since each hides under
+    # its own pass (issue 27, overlap windows)
+    assert _op(ev, "parameters.gather")[0] == m
+    assert _op(ev, "parameters.gather.backward")[0] == m
     assert _op(ev, "gradients.all_reduce")[0] == 0.0
 
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from dse.errors import SpecError
 from dse.spec import catalogue, hardware, lengths, technology, workload
+from dse.spec.stack_files import load_stack as load_stack  # installs the stack library
 from dse.spec.hardware_data import hardware_from_data
 from dse.spec.inherit import MAX_BASE_CHAIN as MAX_BASE_CHAIN  # re-exported: tests use it
 from dse.spec.inherit import chain_of, check_chain_length, read_base
@@ -174,6 +175,8 @@ def detect_kind(path: Path, data: LDict, _stack: tuple[Path, ...] = ()) -> str:
         return "technology"
     if "counts" in data and "max_length" in data:
         return "lengths"
+    if "gemm" in data and "compute" not in data:
+        return "stack"
     base = data.get("base")
     if isinstance(base, str) and base:
         stack = chain_of(path, data, _stack)

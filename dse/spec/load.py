@@ -17,7 +17,6 @@ from pydantic import BaseModel
 
 from dse.errors import SpecError
 from dse.spec import catalogue, hardware, lengths, technology, workload
-from dse.spec.stack_files import load_stack as load_stack  # installs the stack library
 from dse.spec.hardware_data import hardware_from_data
 from dse.spec.inherit import MAX_BASE_CHAIN as MAX_BASE_CHAIN  # re-exported: tests use it
 from dse.spec.inherit import chain_of, check_chain_length, read_base
@@ -29,6 +28,7 @@ from dse.spec.library import library_names as library_names  # re-exported: test
 from dse.spec.messages import issue_at as issue_at  # re-exported: study files use it
 from dse.spec.messages import validate as validate  # re-exported: study files use it
 from dse.spec.positions import LDict
+from dse.spec.stack_files import load_stack as load_stack  # installs the stack library
 from dse.spec.yamlpos import read_yaml as read_yaml  # re-exported: study files use it
 
 

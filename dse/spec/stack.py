@@ -15,6 +15,7 @@ The shipped files are read by dse.spec.stack_files (through dse.spec's YAML read
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Literal
 
@@ -63,7 +64,7 @@ class AttentionCurve(Spec):
     @model_validator(mode="after")
     def _increasing(self) -> AttentionCurve:
         seqs = [p.seq for p in self.points]
-        if any(b <= a for a, b in zip(seqs, seqs[1:], strict=False)):
+        if any(b <= a for a, b in itertools.pairwise(seqs)):
             raise ValueError(f"points: sequence lengths must increase, found {seqs}")
         return self
 
@@ -79,6 +80,9 @@ class Attention(Spec):
     """The chip the tables were measured on (a hwspec name)."""
     peak: FlopRate
     """That chip's dense matrix peak at the tables' precision: efficiency = rate / peak."""
+    precisions: list[Literal["fp32", "bf16", "fp16", "fp8", "int8"]] = Field(min_length=1)
+    """The operators' data types the tables hold for (the benchmark's); attention in other
+    data types keeps the GEMM fraction."""
     chips: list[str] = Field(min_length=1)
     """The hwspec names the tables apply to (the measured chip and its siblings of the same
     architecture); other chips keep the GEMM fraction."""

@@ -69,4 +69,4 @@ def stack_for_software(text: str) -> str | None:
     return best[1] if best[0] > 0 else None
 
 
-stack_library.use_library(load_stack)
+stack_library.use_library(load_stack, default_stack)

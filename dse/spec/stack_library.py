@@ -8,12 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 _find: Callable[[str], Any] | None = None
+_default: Callable[[str | None], Any] | None = None
 
 
-def use_library(find: Callable[[str], Any]) -> None:
-    """Install the function that loads a stack profile by name or path (dse.spec.load)."""
-    global _find
-    _find = find
+def use_library(find: Callable[[str], Any], default: Callable[[str | None], Any]) -> None:
+    """Install the functions that load a stack profile by name or path, and the default
+    stack of a hardware vendor (dse.spec.stack_files)."""
+    global _find, _default
+    _find, _default = find, default
 
 
 def find(ref: str) -> Any:
@@ -23,3 +25,15 @@ def find(ref: str) -> Any:
         raise ValueError(f"no library of stack profiles to find '{ref}' in (import "
                          "dse.spec.load)")
     return _find(ref)
+
+
+def default_for(vendor: str | None) -> Any:
+    """The stack a chip of hardware vendor `vendor` runs when a scenario names none."""
+    if _default is None:  # pragma: no cover - dse.spec.load is imported with dse
+        raise ValueError("no library of stack profiles (import dse.spec.load)")
+    return _default(vendor)
+
+
+def of(name: str | None, vendor: str | None) -> Any:
+    """The stack a scenario's `stack:` names, else the vendor's default."""
+    return find(name) if name is not None else default_for(vendor)

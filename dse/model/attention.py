@@ -75,10 +75,7 @@ def attention_factor(batch: DesignBatch, ops: ChipOps) -> np.ndarray | None:
         head, seq = (k, n) if kinds[i] == "attention_score" else (n, k)
         with np.errstate(divide="ignore", invalid="ignore"):
             causal = flops < CAUSAL_BELOW * 2.0 * m * n * k * b
-        head_dim = float(np.ravel(head)[0])  # the model's head dimension, one per row
-        eff = np.where(
-            causal, att.efficiency(head_dim, seq, causal=True, backward=stages[i] == "backward"),
-            att.efficiency(head_dim, seq, causal=False, backward=stages[i] == "backward"))
+        eff = _efficiency(att, head, seq, causal, stages[i] == "backward")
         eff = np.where(m > 1, eff, np.nan)  # decode: one query per sequence
         if np.ndim(eff) and ops.rows is not None:
             eff = eff[ops.rows]  # distinct tables -> designs
@@ -88,3 +85,18 @@ def attention_factor(batch: DesignBatch, ops: ChipOps) -> np.ndarray | None:
         factor = eff / (batch.matrix_fraction[p] * typical)
         out[:, i] = np.where(np.isnan(factor), 1.0, factor)
     return None if bool((out == 1.0).all()) else out
+
+
+def _efficiency(att: Any, head: np.ndarray, seq: np.ndarray, causal: np.ndarray,
+                backward: bool) -> np.ndarray:
+    """The tables' efficiency for each (head dimension, sequence length, causality) of an
+    operator: one value, or one per design where the shapes differ by design."""
+    head, seq, causal = np.broadcast_arrays(head, seq, causal)
+    out = np.empty(head.shape)
+    for hd in np.unique(head):
+        for c in (True, False):
+            at = (head == hd) & (causal == c)
+            if at.any():
+                out[at] = att.efficiency(float(max(hd, 1.0)), seq[at], causal=c,
+                                         backward=backward)
+    return out

@@ -87,6 +87,8 @@ class StudyWorkload(Spec):
     seq_out: int | None = Field(default=None, ge=0)
     precision: PrecisionName | None = None
     kv_precision: DataType | None = None
+    stack: str | None = None
+    """The software stack (a shipped name or a stack file); left out: the scenario's."""
     chips: int = Field(default=1, ge=1)
     """Chips that run it: the system of the base chip and of the references; a study may
     vary it per design (`parameters: workloads.<name>.chips`)."""

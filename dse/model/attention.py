@@ -51,7 +51,7 @@ def on_stack(db: DesignBatch, sc: Scenario) -> tuple[DesignBatch, Scenario]:
     if stack.gemm.factor != 1.0:
         typical = np.where(np.isnan(typical), TYPICAL, typical) * stack.gemm.factor
     return dataclasses.replace(db, matrix_typical=typical, attention=OnStack(
-        stack.name, stack.attention_for(db.spec.name))), sc
+        stack.name, stack.attention_for(db.spec.name, db.spec.base))), sc
 
 
 def attention_factor(batch: DesignBatch, ops: ChipOps) -> np.ndarray | None:

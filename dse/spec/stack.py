@@ -85,7 +85,8 @@ class Attention(Spec):
     data types keeps the GEMM fraction."""
     chips: list[str] = Field(min_length=1)
     """The hwspec names the tables apply to (the measured chip and its siblings of the same
-    architecture); other chips keep the GEMM fraction."""
+    architecture), and designs whose `base:` is one of them; other chips keep the GEMM
+    fraction."""
     forward: list[AttentionCurve] = Field(min_length=1)
     backward: list[AttentionCurve] = Field(default_factory=list)
     """Backward-pass tables (training); empty: the forward tables."""
@@ -144,10 +145,11 @@ class Stack(Spec):
         return max((len(p) for p in self.software if text.startswith(
             " ".join(p.split()).casefold())), default=0)
 
-    def attention_for(self, chip: str) -> Attention | None:
-        """The attention tables that apply to hwspec `chip`, if any."""
+    def attention_for(self, chip: str, base: str | None = None) -> Attention | None:
+        """The attention tables that apply to hwspec `chip` (or a design derived from
+        `base`, its `base:`), if any."""
         a = self.attention
-        return a if a is not None and chip in a.chips else None
+        return a if a is not None and (chip in a.chips or base in a.chips) else None
 
 
 def describe_stack(stack: Stack, named: bool) -> str:

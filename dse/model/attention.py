@@ -73,9 +73,10 @@ def attention_factor(batch: DesignBatch, ops: ChipOps) -> np.ndarray | None:
         flops = np.asarray(ops.flops[..., i], dtype=float)  # [] or [U]
         m, n, k, b = (shape[..., j] for j in range(4))
         head, seq = (k, n) if kinds[i] == "attention_score" else (n, k)
+        backward = stages[i] == "backward"  # twice the forward's FLOPs (both gradients)
         with np.errstate(divide="ignore", invalid="ignore"):
-            causal = flops < CAUSAL_BELOW * 2.0 * m * n * k * b
-        eff = _efficiency(att, head, seq, causal, stages[i] == "backward")
+            causal = flops / (2.0 if backward else 1.0) < CAUSAL_BELOW * 2.0 * m * n * k * b
+        eff = _efficiency(att, head, seq, causal, backward)
         eff = np.where(m > 1, eff, np.nan)  # decode: one query per sequence
         if np.ndim(eff) and ops.rows is not None:
             eff = eff[ops.rows]  # distinct tables -> designs

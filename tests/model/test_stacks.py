@@ -3,8 +3,8 @@ mechanisms 3 and 4): the shipped stack files, the front-end's cost per request, 
 attention kernels' published rates, the vendor's default and bad stack files.
 
 Hand numbers: FlashAttention-3's causal head-dimension-128 forward on an H100 SXM reaches
-292 TFLOP/s at 512 tokens and 423 at 1,024 (arXiv 2407.08608, Fig. 5) of a 989.4 TFLOP/s
-dense BF16 peak; the H100's GEMM fraction is 0.865 (hwspecs/h100-sxm.yaml) times the
+292 TFLOP/s at 512 tokens and 423 at 1,024 (arXiv 2407.08608, Section 4.1) of a
+989.4 TFLOP/s dense BF16 peak; the H100's GEMM fraction is 0.865 (hwspecs/h100-sxm.yaml) times the
 default typical share 0.90 (dse.model.kernel.TYPICAL).
 """
 
@@ -160,9 +160,13 @@ def test_attention_efficiency_interpolates_in_log_seq_by_hand():
     assert att.efficiency(128, 1 << 20) == pytest.approx(616e12 / PEAK)
     # non-causal at its own curve; an unlisted head dimension takes the nearest (in log2)
     assert att.efficiency(128, 2048, causal=False) == pytest.approx(625e12 / PEAK)
-    assert att.efficiency(64, 1024, causal=False) == pytest.approx(265e12 / PEAK)
-    assert att.efficiency(80, 1024, causal=False) == pytest.approx(265e12 / PEAK)
+    assert att.efficiency(64, 1024, causal=False) == pytest.approx(392e12 / PEAK)
+    assert att.efficiency(64, 1024, causal=True) == pytest.approx(265e12 / PEAK)
+    assert att.efficiency(80, 1024, causal=False) == pytest.approx(392e12 / PEAK)
     assert att.efficiency(112, 1024, causal=False) == pytest.approx(565e12 / PEAK)
+    # backward: its own table (non-causal, read for causal operators too)
+    assert att.efficiency(128, 2048, causal=True, backward=True) == pytest.approx(
+        501e12 / PEAK)
 
 
 def test_attention_factor_by_hand():
@@ -187,6 +191,12 @@ def test_attention_factor_by_hand():
     assert f is not None
     assert f[0, 0] == pytest.approx(want) and f[0, 1] == pytest.approx(want)
     assert f[0, 2] == 1.0 and f[0, 3] == 1.0  # a GEMM; decode attention (one query)
+    # the backward of the causal score operator (twice its FLOPs) reads the backward table
+    bwd = SimpleNamespace(**{**ops.__dict__, "stage": np.array(["backward"] * 4),
+                             "flops": ops.flops * 2})
+    fb = attention_factor(db, bwd)
+    assert fb is not None
+    assert fb[0, 0] == pytest.approx(424e12 / PEAK / (0.865 * TYPICAL))
     # not the tables' data type, or a chip they do not cover: no factor
     assert attention_factor(db, SimpleNamespace(**{**ops.__dict__, "dtype": np.array(
         ["fp8"] * 4)})) is None

@@ -15,6 +15,7 @@ The shipped files are read by dse.spec.stack_files (through dse.spec's YAML read
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import Literal
@@ -94,16 +95,30 @@ class Attention(Spec):
     def efficiency(self, head_dim: float, seq: np.ndarray | float, *, causal: bool = True,
                    backward: bool = False) -> np.ndarray:
         """Fraction of the matrix peak at `seq` tokens: the curve of the nearest head
-        dimension (in log2) and causality, interpolated linearly in log(seq) between its
-        points and held at the end points beyond them."""
-        curves = (self.backward if backward and self.backward else self.forward)
+        dimension (in log2) and causality (the other causality where the tables have none
+        of this one), interpolated linearly in log(seq) between its points and held at the
+        end points beyond them."""
+        key = (float(head_dim), causal, backward and bool(self.backward))
+        curve = self._curves.get(key)
+        if curve is None:
+            curve = self._curves[key] = self._curve(*key)
+        s = np.log(np.maximum(np.asarray(seq, dtype=float), 1.0))
+        return np.interp(s, *curve)
+
+    @functools.cached_property
+    def _curves(self) -> dict[tuple[float, bool, bool], tuple[np.ndarray, np.ndarray]]:
+        """The curves looked up so far (every evaluation asks for a few)."""
+        return {}
+
+    def _curve(self, head_dim: float, causal: bool, backward: bool
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """log(seq) and efficiency of the curve that serves (head_dim, causal)."""
+        curves = self.backward if backward else self.forward
         same = [c for c in curves if c.causal == causal] or curves
         best = min(same, key=lambda c: (abs(math.log2(c.head_dim) - math.log2(head_dim)),
                                         c.head_dim))
-        xs = np.log([float(p.seq) for p in best.points])
-        ys = np.array([p.rate for p in best.points]) / self.peak
-        s = np.log(np.maximum(np.asarray(seq, dtype=float), 1.0))
-        return np.interp(s, xs, ys)
+        return (np.log([float(p.seq) for p in best.points]),
+                np.array([p.rate for p in best.points]) / self.peak)
 
 
 class Gemm(Spec):

@@ -21,35 +21,54 @@ from dse.spec.yamlpos import read_yaml
 FALLBACK = "cuda-default"
 
 
-@functools.cache
-def _read(path: Path) -> Stack:
+@functools.lru_cache(maxsize=256)
+def _read(path: Path, mtime_ns: int) -> Stack:
+    """The stack file at `path` as it was at `mtime_ns` (an edited file is read again)."""
+    del mtime_ns
     spec = validate(Stack, read_yaml(path, display=str(path)))
     assert isinstance(spec, Stack)
     return spec
 
 
+def _read_path(path: Path) -> Stack:
+    path = path.resolve()
+    return _read(path, path.stat().st_mtime_ns)
+
+
+@functools.cache
+def _shipped_names() -> tuple[str, ...]:
+    """The shipped stacks' names (the library does not change while dse runs)."""
+    return tuple(library_names("stack"))
+
+
+@functools.cache
+def _shipped(name: str) -> Stack:
+    return _read_path(library_dir("stack") / f"{name}.yaml")
+
+
 def load_stack(ref: str | Path) -> Stack:
     """A stack profile by shipped name ("vllm-rocm") or path. An unknown name raises
     ValueError (a scenario reports it at its `stack:`); a broken file raises SpecError at
-    its own line."""
+    its own line. Every evaluation asks for its stack: a shipped one is read once."""
     ref_s = str(ref)
-    if not isinstance(ref, Path) and not looks_like_path(ref_s) \
-            and ref_s not in library_names("stack"):
-        raise ValueError(f"unknown stack '{ref_s}'; expected one of: "
-                         f"{', '.join(library_names('stack'))}, or a path to a stack file")
+    if not isinstance(ref, Path) and not looks_like_path(ref_s):
+        if ref_s not in _shipped_names():
+            raise ValueError(f"unknown stack '{ref_s}'; expected one of: "
+                             f"{', '.join(_shipped_names())}, or a path to a stack file")
+        return _shipped(ref_s)
     try:
         path = resolve(ref, "stack")
     except SpecError as e:
         raise ValueError(f"stack file '{ref_s}' not found") from e
-    return _read(path.resolve())
+    return _read_path(path)
 
 
 def shipped_stacks() -> list[Stack]:
     """Every shipped stack profile, by name."""
-    return [_read((library_dir("stack") / f"{n}.yaml").resolve())
-            for n in library_names("stack")]
+    return [_shipped(n) for n in _shipped_names()]
 
 
+@functools.cache
 def default_stack(vendor: str | None) -> Stack:
     """The stack a chip of hardware vendor `vendor` runs when a scenario names none: the
     shipped stack whose `default_for` lists it (case-insensitive), else FALLBACK."""

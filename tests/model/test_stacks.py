@@ -281,3 +281,56 @@ def test_mi300x_h100_h200_rank_as_mlperf_measured():
             for hw in ("h100-sxm", "h200-sxm", "mi300x")}
     assert 1.30 <= rate["h200-sxm"] / rate["h100-sxm"] <= 1.40
     assert abs(rate["mi300x"] / rate["h100-sxm"] - 1.0) <= 0.05
+
+
+# -- every key of a shipped stack, broken: one line per problem, never another exception ----
+
+def _leaves(tree, path=()):
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            yield from _leaves(v, (*path, k))
+    elif isinstance(tree, list):
+        for i, v in enumerate(tree):
+            yield from _leaves(v, (*path, i))
+    else:
+        yield path
+
+
+def _set(tree, path, value):
+    import copy
+
+    out = copy.deepcopy(tree)
+    at = out
+    for k in path[:-1]:
+        at = at[k]
+    if value is KeyError:
+        del at[path[-1]]
+    else:
+        at[path[-1]] = value
+    return out
+
+
+@pytest.mark.parametrize("name", ["trtllm-triton", "megatron-te"])
+def test_every_key_of_a_stack_file_broken_is_one_line_per_problem(tmp_path, name):
+    """Each leaf of a shipped stack replaced by a wrong value (text, a negative number, a
+    bare number) or removed: the evaluation runs, or refuses with a DseError whose every
+    line names the file and a position; never another exception."""
+    import yaml
+
+    from dse.errors import DseError
+    from dse.spec.library import library_dir
+
+    tree = yaml.safe_load((library_dir("stack") / f"{name}.yaml").read_text())
+    refused = 0
+    for i, leaf in enumerate(_leaves(tree)):
+        for j, value in enumerate(("x", -1, 5, KeyError)):
+            path = tmp_path / f"mutated-{i}-{j}.yaml"
+            path.write_text(yaml.safe_dump(_set(tree, leaf, value)))
+            try:
+                dse.evaluate(H100, LLAMA3_8B, phase="prefill", seq_in=8, stack=str(path))
+            except DseError as e:
+                refused += 1
+                lines = str(e).splitlines()
+                assert lines and all(line.startswith(f"{path}:") for line in lines), (
+                    leaf, value, str(e))
+    assert refused > 0

@@ -93,7 +93,7 @@ def _efficiency(att: Any, head: np.ndarray, seq: np.ndarray, causal: np.ndarray,
     """The tables' efficiency for each (head dimension, sequence length, causality) of an
     operator: one value, or one per design where the shapes differ by design."""
     if np.ndim(head) == 0 and np.ndim(causal) == 0:  # one shape for every design
-        return att.efficiency(float(max(head, 1.0)), seq, causal=bool(causal),
+        return att.efficiency(max(float(head), 1.0), seq, causal=bool(causal),
                               backward=backward)
     head, seq, causal = np.broadcast_arrays(head, seq, causal)
     out = np.empty(head.shape)

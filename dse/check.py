@@ -20,6 +20,7 @@ from dse.spec.load import (
     detect_kind,
     issue_at,
     load_design,
+    load_stack,
     load_technology,
     load_workload,
     read_yaml,
@@ -91,5 +92,6 @@ def _plain(check: Callable[[Path], object]) -> Callable[[Path, Callable[[str], N
 _CHECKERS: dict[str, Callable[[Path, Callable[[str], None]], None]] = {
     "hardware": _check_design, "technology": _plain(load_technology),
     "workload": _plain(load_workload), "lengths": _plain(check_lengths_file),
+    "stack": _plain(load_stack),
     "study": _check_study,
 }

@@ -282,6 +282,9 @@ def eval_(
         FIELDS["sparsity"].option, help=FIELDS["sparsity"].help)] = None,
     latency_target: Annotated[str | None, typer.Option(
         FIELDS["latency_target"].option, help=LATENCY_HELP)] = None,
+    stack: Annotated[str | None, typer.Option(
+        FIELDS["stack"].option, help="Software stack: a shipped name (stacks/) or a stack "
+                                     "file; default: the chip vendor's.")] = None,
     chips: Annotated[int, typer.Option(help="Chips in the system.")] = 1,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option(help="Pipeline-parallel degree.")] = 1,
@@ -318,7 +321,7 @@ def eval_(
         _whole(count, option)
     values = _sweep_values(phase, batch, seq_in, seq_out, precision, sets,
                            kv_precision=kv_precision, sparsity=sparsity,
-                           latency_target=latency_target)
+                           latency_target=latency_target, stack=stack)
     spec, tech, no_power = load_design(hardware)
     sw = sweep(spec, dse.load_workload(workload), scenario, values=values,
                mode="grid" if grid else "zip", chips=chips, tp=tp, pp=pp, cp=cp, ep=ep,

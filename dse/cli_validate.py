@@ -56,7 +56,7 @@ def validate(
         "validate", lambda report: val.run(measurements or None, progress=report,
                                            pending=pending or None)))
     doc = view.validation_document(rows, val.summary(rows), invalid, val.hardware_facts(rows),
-                                   by={k: val.summary_by(rows, k) for k in ("file", "software")})
+                                   by={k: val.summary_by(rows, k) for k in ("file", "stack")})
     if plot is not None:
         view.draw(view.plot_data(rows), plot)
     if fmt is Format.json:

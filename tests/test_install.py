@@ -37,7 +37,7 @@ def test_wheel_ships_the_spec_library(tmp_path):
     assert result.returncode == 0, result.stderr
     wheel = next(tmp_path.glob("dse-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    for folder in ("hwspecs", "workloads"):
+    for folder in ("hwspecs", "workloads", "stacks"):
         shipped = {p.name for p in (ROOT / folder).glob("*.yaml")}
         assert shipped
         for name in shipped:

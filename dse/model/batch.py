@@ -93,6 +93,9 @@ class DesignBatch:
     # the technology-level assumptions given with the overrides and applied to `spec`
     # (dse.spec.assumptions): (path, value) pairs, for what a report echoes
     assumed: tuple[tuple[str, object], ...] = ()
+    # the software stack's attention tables for this chip (dse.spec.stack.Attention; None:
+    # attention at the GEMM fraction): dse.model.attention
+    attention: Any = None
 
     @property
     def levels(self) -> int:

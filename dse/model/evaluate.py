@@ -51,6 +51,7 @@ from dse.model import die_links, training
 from dse.model import reasons as codes
 from dse.model.area import area
 from dse.model.arguments import checked
+from dse.model.attention import on_stack
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.batch_search import best_batch, size
 from dse.model.chunks import chunked  # issue 15: chunked evaluation
@@ -87,6 +88,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
              seq_in: int | None = None, seq_out: int | None = None,
              precision: str | None = None, kv_precision: str | None = None,
              sparsity: str | None = None, latency_target: float | str | None = None,
+             stack: str | None = None,
              chips: int = 1, tp: int = 1, pp: int = 1, cp: int = 1, ep: int = 1,
              execution: Execution | None = None, overrides: Mapping[str, object] | None = None,
              fusion: str = "flash", tech: TechSpec | None = None,
@@ -117,7 +119,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     given: dict[str, Any] = {"phase": phase, "batch": batch, "seq_in": seq_in,
                              "seq_out": seq_out, "precision": precision,
                              "kv_precision": kv_precision, "sparsity": sparsity,
-                             "latency_target": latency_target}
+                             "latency_target": latency_target, "stack": stack}
     given = {k: v for k, v in given.items() if v is not None}
     if per_design is not None:
         # each distinct value checked as the scenario's batch, so a bad one reads as usual
@@ -125,6 +127,7 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
             resolve_scenario(wl, scenario, **{**given, "batch": int(value)})
         given["batch"] = int(per_design[0])
     sc_name, sc = resolve_scenario(wl, scenario, **given)
+    db, sc = on_stack(db, sc)  # the software stack (the vendor's default): dse.spec.stack
     ph = phases.get(sc.phase)
     _reject(per_design is not None and ph.trains,
             f"phase {sc.phase} takes one global batch per evaluation, not one per design",

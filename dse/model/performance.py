@@ -28,6 +28,7 @@ import dataclasses
 
 import numpy as np
 
+from dse.model.attention import attention_factor
 from dse.model.batch import DesignBatch
 from dse.model.blocks import BLOCK, WORK_ELEMENTS, Field, scratch
 from dse.model.blocks import blocks as design_blocks
@@ -138,6 +139,9 @@ def _op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndarray],
     # quantities are gathered per block, and what holds over all tables is worked out once
     tables = ops.rows
     issue = issue_factor(batch, shape, dtypes, is_matrix, ops.kind, tables)
+    attention = attention_factor(batch, ops)  # the stack's attention kernels (None: GEMM's)
+    if attention is not None:
+        issue = attention if issue is None else issue * attention
     # The GEMMs over all designs: per operator, or over the distinct tables (a dimension the
     # same in all of them is fixed for every block); else per block.
     gemms = Gemms.of(shape, tile, is_matrix, slots) if shape.ndim == 2 or tables is not None \

@@ -21,7 +21,7 @@ from dse.model.placement import Placement
 from dse.model.reasons import Reasons
 from dse.model.stages import Step, phase_metrics
 from dse.spec.workload import Scenario, WorkloadSpec
-from dse.workloads.serving import batch_limit, engine_of, iteration
+from dse.workloads.serving import batch_limit, engine_of, front_end_of, iteration
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,8 @@ def run_phase(db: DesignBatch, wl: WorkloadSpec, sc: Scenario, ex: Execution,
     flops = table.total_flops
     if tables is not None and isinstance(flops, np.ndarray):
         flops = flops[tables]
-    metrics = phase_metrics(table.facts, st, sequences, ex.chips, flops, it)
+    metrics = phase_metrics(table.facts, st, sequences, ex.chips, flops, it,
+                            front_end_of(sc))
     feasible = ~reasons.any
     if target and sc.latency_target is not None:
         slow = feasible & ~meets(metrics, sc)

@@ -20,7 +20,7 @@ from dse.model.reasons import Reasons
 from dse.model.stages import Step, row_major
 from dse.spec.technology import TechSpec
 from dse.spec.workload import Scenario
-from dse.workloads.serving import engine_of
+from dse.workloads.serving import engine_of, front_end_of
 
 POWER_METRICS = ("power_per_chip_w", "clock_hz", "energy_per_token_j", "energy_per_sample_j",
                  "energy_per_step_j", "area_per_chip_mm2", "cost_per_chip_usd",
@@ -76,6 +76,10 @@ def with_power(db: DesignBatch, tech: TechSpec, sc: Scenario, st: Step, raw: dic
     pw = chip_power(db, chip_energy, terms, static_w, active * db.units, db.tdp, host)
     s = pw.stretch
     m = {k: (v * s if k in TIME_METRICS else v / s) for k, v in raw.items()}
+    front = front_end_of(sc)  # host time of the serving front-end: no clock stretches it
+    if front and "ttft_s" in ph.headline:  # the phases whose first token it delays
+        for k in ("ttft_s", "latency_s"):
+            m[k] = raw[k] * s - front * (s - 1.0)
     system_w = chips * pw.power_w
     nan = np.full(db.n, np.nan)
     m["power_per_chip_w"] = pw.power_w

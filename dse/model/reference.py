@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dse.model.attention import attention_factor
 from dse.model.batch import DesignBatch
 from dse.model.kernel import DEQUANT_SLOTS, OVERLAP, TYPICAL, executed_precision
 from dse.model.operators import KV, A, ChipOps, G, OpTimes, W
@@ -116,6 +117,9 @@ def reference_op_times(batch: DesignBatch, ops: ChipOps, home: dict[str, np.ndar
     m_rate, v_rate, gemm_on_vector = _ref_rates(batch, ops.dtype)
     util = _ref_tile_utilization(ops.shape, batch.one_tile())
     issue = _ref_issue(batch, ops.shape, ops.dtype, is_matrix, ops.kind)
+    attention = attention_factor(batch, ops)  # the stack's attention kernels
+    if attention is not None:
+        issue = issue * attention
     matrix_rate = m_rate * util[None, :] * issue
     if batch.vector_peak:
         matrix_rate = np.maximum(matrix_rate, gemm_on_vector)

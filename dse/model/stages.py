@@ -340,15 +340,18 @@ def step(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll: n
 
 def phase_metrics(f: Facts, st: Step, sequences: np.ndarray | float, chips: int,
                   total_flops: np.ndarray | float,
-                  it: Iteration | None = None) -> dict[str, np.ndarray]:
+                  it: Iteration | None = None, front_end: float = 0.0
+                  ) -> dict[str, np.ndarray]:
     """Latency and throughput of the phase (stage `metrics`): its `rates` (dse.phases), as
     dse.model.metrics defines them; NaN for the rate metrics it does not report.
     `sequences`: sequences of the whole system (every replica runs f.batch of them, the
-    last possibly fewer); `it`: the serving engine's iteration, for a served phase."""
+    last possibly fewer); `it`: the serving engine's iteration, for a served phase;
+    `front_end`: s the stack's serving front-end adds to a request's first token."""
     n, phase = len(st.total), f.phase
     rates = phases.get(phase).rates(Rates(
         time=st.total, sequences=sequences, batch=f.batch, chips=chips, flops=total_flops,
-        seq_in=f.seq_in, seq_out=f.seq_out, tokens=not f.gathers, iteration=it))
+        seq_in=f.seq_in, seq_out=f.seq_out, tokens=not f.gathers, iteration=it,
+        front_end=front_end))
     unknown = set(rates) - set(METRICS)
     if unknown:
         raise ValueError(f"phase {phase} reports {', '.join(sorted(unknown))}, which are not "

@@ -55,6 +55,8 @@ class Rates:
     seq_out: float  # tokens generated per sequence (generating phases)
     tokens: bool  # a sample is a sequence of tokens (False: a recommender's pairs)
     iteration: ServingIteration | None = None  # the serving engine's iteration, if any
+    front_end: float = 0.0  # s the stack's serving front-end adds to a request's first
+    # token (dse.spec.stack.FrontEnd): host time, beside the step
 
 
 def step_rates(r: Rates, total: Array | None = None) -> dict[str, Array]:

@@ -8,9 +8,11 @@ from dse.phases.base import Array, Phase, Rates, step_rates
 
 
 def rates(r: Rates) -> dict[str, Array]:
-    """TTFT = latency = the step; prompt tokens per second per chip."""
+    """TTFT = latency = the stack's front-end (request path and first sampling step) + the
+    step; prompt tokens per second per chip (the step's)."""
     m = step_rates(r)
-    m["ttft_s"] = r.time
+    m["ttft_s"] = r.time + r.front_end
+    m["latency_s"] = m["ttft_s"]
     m["tokens_per_s_per_chip"] = np.asarray(r.sequences) * r.seq_in / r.time / r.chips
     return m
 

@@ -10,15 +10,16 @@ from dse.phases.base import Array, Phase, Rates, step_rates
 
 def rates(r: Rates) -> dict[str, Array]:
     """The iteration takes the operators' time plus the engine's host overhead: TPOT = one
-    iteration, TTFT = the k iterations that carry a prompt, a request's latency = its
+    iteration, TTFT = the stack's front-end (request path, first sampling step) + the k
+    iterations that carry a prompt, a request's latency = the front-end + its
     L = k + s_out - 1 iterations, output tokens per second = B s_out / L per iteration."""
     it = r.iteration
     if it is None:
         raise ValueError("phase serve needs the serving engine's iteration")
     total = r.time + it.overhead
     m = step_rates(r, total)
-    m["latency_s"] = it.lifetime * total
-    m["ttft_s"] = it.prefill_iterations * total
+    m["latency_s"] = it.lifetime * total + r.front_end
+    m["ttft_s"] = it.prefill_iterations * total + r.front_end
     m["tpot_s"] = total
     m["decode_tokens_per_s"] = 1.0 / total
     m["output_tokens_per_s"] = np.asarray(r.sequences) * (r.seq_out / it.lifetime) / total

@@ -47,7 +47,9 @@ def eval_document(res: Evaluation, i: int = 0, no_power: str | None = None) -> d
                      "sequences_per_replica": _num(res.sequences[i]),
                      # serve: the engine profile that ran (the scenario's or the default)
                      "engine": engine_of(sc).model_dump() if phases.get(sc.phase).served
-                     else None},
+                     else None,
+                     # the software stack that ran (the scenario's or the vendor's default)
+                     "stack": sc.stack},
         # Every override applied: scenario fields the caller replaced, hardware paths (SI).
         "overrides": {**res.scenario_overrides_of(i),
                       **{k: hardware_value(k, float(v[i])) if k.endswith(".generation")
@@ -162,6 +164,8 @@ def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) 
     if sc.get("engine") is not None:
         heading.append("\n" + describe_engine(Engine.model_construct(**sc["engine"])),
                        style="none")
+    if sc.get("stack"):
+        heading.append(f"\nstack: {sc['stack']}", style="none")
     head = Table(show_header=False)
     head.add_column("metric")
     head.add_column("value", justify="right")

@@ -45,7 +45,7 @@ def validation_document(rows: list[Row], summary: dict,
     """Rows and summary as one document; an invalid row (`screen`) has a null rel_error and
     an `invalid` reason, and the summary counts them. `hardware`: each chip as the area and
     cost models give it (dse.validate.hardware_facts); `by`: the summary per file and per
-    software stack (dse.validate.summary_by), as `by_file` and `by_software`."""
+    software stack it ran on (dse.validate.summary_by), as `by_file` and `by_stack`."""
     invalid = invalid or {}
     records = []
     for r in rows:
@@ -122,7 +122,7 @@ def validation_tables(doc: dict[str, Any]) -> Any:
     if doc["summary"].get("invalid"):
         summ.add_row("invalid", str(doc["summary"]["invalid"]), "", "", "")
     groups = [_by_table(doc[f"by_{key}"], title) for key, title in
-              (("file", "file"), ("software", "software stack"))
+              (("file", "file"), ("stack", "software stack"))
               if len(doc.get(f"by_{key}", {})) > 1]
     return Group(rows, summ, *groups, *([hardware_table(doc["hardware"])]
                                         if doc.get("hardware") else []))

@@ -14,7 +14,7 @@ _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 LIBRARY_FOLDERS = {"hardware": "hwspecs", "workload": "workloads", "study": "studies",
                    "validation": "validation", "technology": "hwspecs/tech",
-                   "lengths": "workloads/lengths"}
+                   "lengths": "workloads/lengths", "stack": "stacks"}
 
 
 def library_dir(kind: str) -> Path:

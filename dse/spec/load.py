@@ -28,6 +28,7 @@ from dse.spec.library import library_names as library_names  # re-exported: test
 from dse.spec.messages import issue_at as issue_at  # re-exported: study files use it
 from dse.spec.messages import validate as validate  # re-exported: study files use it
 from dse.spec.positions import LDict
+from dse.spec.stack_files import load_stack as load_stack  # installs the stack library
 from dse.spec.yamlpos import read_yaml as read_yaml  # re-exported: study files use it
 
 
@@ -174,6 +175,8 @@ def detect_kind(path: Path, data: LDict, _stack: tuple[Path, ...] = ()) -> str:
         return "technology"
     if "counts" in data and "max_length" in data:
         return "lengths"
+    if "gemm" in data and "compute" not in data:
+        return "stack"
     base = data.get("base")
     if isinstance(base, str) and base:
         stack = chain_of(path, data, _stack)

@@ -19,6 +19,7 @@ from pydantic_core import PydanticCustomError
 
 from dse import phases
 from dse.spec import lengths as length_library
+from dse.spec import stack_library
 from dse.spec.lengths import LengthDistribution
 from dse.spec.types import Spec, Time, TimeOrZero
 
@@ -175,6 +176,10 @@ class Scenario(Spec):
     training: Training | None = None
     """Training of a Transformer: micro-batch, optimizer, ZeRO, recomputation, offload;
     fields not given are chosen per design (dse.model.training)."""
+    stack: str | None = None
+    """The software stack the scenario runs on: a shipped name (stacks/: cuda-default,
+    trtllm-triton, vllm-cuda, vllm-rocm, megatron-te) or a stack file's path; left out, the
+    hardware vendor's default (dse.spec.stack)."""
     lengths: LengthDistribution | None = None
     """Inference: the distribution of the sequences' real lengths when the harness skips
     padding (each at most seq_in): a shipped name (squad-v1.1), a histogram (a list of
@@ -214,6 +219,14 @@ class Scenario(Spec):
         if isinstance(value, dict) and ({"name", "source"} & set(value)):
             raise ValueError("name and source belong to the shipped distributions; give "
                              "lengths: NAME, a histogram or a mean with second_moment or std")
+        return value
+
+    @field_validator("stack")
+    @classmethod
+    def _stack_known(cls, value: str | None) -> str | None:
+        """A name or path the stack library loads (a broken stack file reports itself)."""
+        if value is not None:
+            stack_library.find(value)
         return value
 
     @field_serializer("lengths")

@@ -39,6 +39,13 @@ NOT_ON: dict[tuple[str, str], str] = {
     ("cli:memory", "sparsity"): "training updates dense weights",
     ("csv", "latency_target"): "it goes with batch best, and a measured row gives the "
                                "batch it ran (a number or max)",
+    # the software stack (dse.spec.stack): dse eval, the API and a study's workloads name it
+    ("csv", "stack"): "a measured row names its software (the software column), which "
+                      "dse.spec.stack_files.stack_for_software maps to a stack",
+    ("cli:workload", "stack"): "the operator table does not depend on it",
+    ("cli:memory", "stack"): "the memory footprint does not depend on it",
+    ("cli:plot roofline", "stack"): "the plots run the vendor's default stack",
+    ("cli:plot breakdown", "stack"): "the plots run the vendor's default stack",
 }
 
 

@@ -88,6 +88,8 @@ class StudyWorkload(Spec):
     precision: PrecisionName | None = None
     kv_precision: DataType | None = None
     sparsity: Literal["2:4"] | None = None
+    stack: str | None = None
+    """The software stack (a shipped name or a stack file); left out: the scenario's."""
     chips: int = Field(default=1, ge=1)
     """Chips that run it: the system of the base chip and of the references; a study may
     vary it per design (`parameters: workloads.<name>.chips`)."""

@@ -22,6 +22,7 @@ from dse.model import design_batch, evaluate
 from dse.spec import scenario_fields
 from dse.spec.library import library_dir, library_names, looks_like_path
 from dse.spec.load import load_design, load_workload
+from dse.spec.stack_files import stack_for_software
 from dse.spec.workload import WorkloadSpec, is_gemm_name
 from dse.validate.measurements import COLUMNS as COLUMNS  # re-exported: tests, tools
 from dse.validate.measurements import MAX_CSV_LINE as MAX_CSV_LINE  # re-exported: tests
@@ -312,7 +313,7 @@ def _run_group(records: list[dict], rows: list[Row], loaded: dict) -> None:
         designs, wl, tech=tech, phase=r["phase"],
         batch=distinct if len(distinct) > 1 else distinct[0],
         precision=r["precision"] or None, kv_precision=r["kv_precision"] or None,
-        sparsity=r["sparsity"] or None,
+        sparsity=r["sparsity"] or None, stack=stack_for_software(r["software"]),
         seq_in=_seq_in(wl, r),
         seq_out=int(r["seq_out"]) if r["seq_out"] else None,
         chips=r["chips"], tp=r["tp"], pp=r["pp"], cp=r["cp"], ep=r["ep"])
@@ -326,6 +327,7 @@ def _run_group(records: list[dict], rows: list[Row], loaded: dict) -> None:
         if not res.feasible[i]:
             row.skipped = f"infeasible on the model: {res.reason[i]}"
             continue
+        row.stack = str(res.scenario.stack or "")
         row.predicted = float(res.metrics[rec["metric"]][i])
         row.rel_error = (row.predicted - row.measured) / row.measured
         row.bound = str(bounds[i]) if bounds is not None else None

@@ -33,6 +33,8 @@ class Row:
     loaded_as: str | None = None  # the hardware as loaded (a path resolved), not recorded
     file: str = ""  # the measurements file's name
     software: str = ""  # the stack it was measured on (the CSV's software column)
+    stack: str = ""  # the stack profile it ran on (dse.spec.stack: the software's, else the
+    # vendor's default)
     pending: bool = False  # from a pending file: a row that cannot run is reported, not raised
 
     def record(self) -> dict:
@@ -42,6 +44,8 @@ class Row:
                "rel_error": self.rel_error, "bound": self.bound, "file": self.file}
         if self.software:
             out["software"] = self.software
+        if self.stack:
+            out["stack"] = self.stack
         if self.skipped:
             out["skipped"] = self.skipped
         if self.note:

@@ -31,14 +31,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dse.spec import stack_library
 from dse.spec.workload import Engine, Scenario
 
 DEFAULT_ENGINE = Engine()
 
 
 def engine_of(sc: Scenario) -> Engine:
-    """The scenario's engine profile, or the documented default."""
-    return sc.engine or DEFAULT_ENGINE
+    """The engine profile: the scenario's stack's (dse.spec.stack; the documented default
+    without one), with the fields the scenario's `engine:` sets replaced."""
+    base = stack_library.find(sc.stack).engine if sc.stack is not None else DEFAULT_ENGINE
+    if sc.engine is None:
+        return base
+    if base == DEFAULT_ENGINE:
+        return sc.engine
+    return base.model_copy(update={k: getattr(sc.engine, k)
+                                   for k in sc.engine.model_fields_set})
+
+
+def front_end_of(sc: Scenario) -> float:
+    """s the scenario's stack adds to every served request's first token (its serving
+    front-end: request path and first sampling step); 0 without a stack."""
+    return stack_library.find(sc.stack).front_end.total if sc.stack is not None else 0.0
 
 
 @dataclass(frozen=True)

@@ -423,6 +423,7 @@ API_KEYWORDS: dict[str, list[object]] = {
     "pp": [1, 2, None, 3],
     "precision": ["bf16", "fp8", "w4a16", 3, b"bf16", "BF16", ""],
     "kv_precision": ["fp8", "int4", 3, "nope"],
+    "stack": ["vllm-rocm", "trtllm-triton", "nope", "", 3, "/no/such.yaml", None],
     "latency_target": ["50 ms", 0.05, "50", -1, 0, True, float("nan"), 10**400, [1]],
     "phase": ["decode", "training", 3, "Decode", ""],
     "scenario": ["nope", 3, ""],

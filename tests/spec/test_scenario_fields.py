@@ -44,8 +44,9 @@ def test_the_fields_are_the_schemas():
         info = Scenario.model_fields[name]
         assert (f.annotation, f.default, f.description) == (info.annotation, info.default,
                                                             info.description)
+    # stack: the software stack (issue 27), a name or a path
     assert sf.SIMPLE == ("phase", "batch", "latency_target", "seq_in", "seq_out",
-                         "precision", "kv_precision", "sparsity")
+                         "precision", "kv_precision", "sparsity", "stack")
     assert set(sf.YAML_ONLY) == {"engine", "training", "lengths"}
     assert all(sf.YAML_ONLY.values())  # each with its reason
     assert sf.FIELDS["latency_target"].unit == "s" and sf.FIELDS["seq_in"].unit is None

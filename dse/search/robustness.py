@@ -31,7 +31,8 @@ EDGE = 0.10
 SAME = 0.02
 
 HEAD = ("# The performance model's error per phase: |rel_error| of `dse validate` on the\n"
-        "# shipped measurements (validation/measurements.csv, gemm-calibration.csv).\n"
+        "# shipped measurements (validation/measurements.csv, gemm-calibration.csv,\n"
+        "# current-stacks.csv and the pending rows that run).\n"
         "# A study's near-optimal band is the median of its workloads' phases (README,\n"
         "# Studies). Regenerate: python -c 'from dse import validate; from dse.search import\n"
         "# robustness; robustness.write_error_table(validate.summary(validate.run()))'\n")

@@ -67,9 +67,9 @@ def _job(data, name: str, w: StudyWorkload, near: Path, issues: list[Issue]) -> 
     if problems:
         issues.append(issue_at(data, loc, "; ".join(problems)))
         return None
-    for name in ("cp", "ep"):
-        if getattr(w, name) != 1 and not phases.get(sc.phase).trains:
-            issues.append(issue_at(data, (*loc, name), "context and expert "
+    for degree in ("cp", "ep"):
+        if getattr(w, degree) != 1 and not phases.get(sc.phase).trains:
+            issues.append(issue_at(data, (*loc, degree), "context and expert "
                                    f"parallelism are modelled in training only (phase "
                                    f"{sc.phase} splits over tp and pp)"))
             return None

@@ -9,6 +9,7 @@ import pandas as pd
 from typer.testing import CliRunner
 
 from dse.cli import app
+from dse.search.space import load_study
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +39,11 @@ def test_study_runs_context_parallel_training(tmp_path):
     path = _study(tmp_path, **{"    chips: 8\n": "    chips: 8\n    cp: 2\n"})
     result = runner.invoke(app, ["study", str(path), "--out", str(tmp_path / "o")])
     assert result.exit_code == 0, result.output
+    # each job keeps its workload's name (a loop over cp and ep once renamed it "ep", and a
+    # study varying chips lost the parameter that names the job)
+    study = load_study(path)
+    assert {j.name for j in study.jobs.values()} == set(study.jobs) == {"llama2-13b-train"}
+    assert study.jobs["llama2-13b-train"].execution.cp == 2
 
 
 def test_cp_outside_training_is_refused_at_its_key(tmp_path):

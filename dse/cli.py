@@ -26,7 +26,7 @@ from dse.cli_options import batch_words as _batch_words
 from dse.cli_options import int_list as _int_list
 from dse.cli_options import set_values as _overrides
 from dse.cli_options import whole as _whole
-from dse.cli_plot import PHASE_HELP, plot_app
+from dse.cli_plot import PHASE_HELP, Sparsity, StackOption, plot_app
 from dse.cli_study import study
 from dse.cli_validate import validate
 from dse.errors import DseError, one_line
@@ -153,8 +153,7 @@ def workload(
     precision: Annotated[str | None, typer.Option(help=PRECISION_HELP)] = None,
     kv_precision: Annotated[str | None, typer.Option(
         FIELDS["kv_precision"].option, help=KV_HELP)] = None,
-    sparsity: Annotated[str | None, typer.Option(
-        FIELDS["sparsity"].option, help=FIELDS["sparsity"].help)] = None,
+    sparsity: Sparsity = None,
     convention: Annotated[str, typer.Option(help="Byte counting: default (by data type) or "
                                                  "paper (Kim et al. 2023).")] = "default",
     fmt: Annotated[TableFormat, typer.Option("--format", "-f")] = TableFormat.table,
@@ -278,13 +277,10 @@ def eval_(
     precision: Annotated[str | None, typer.Option(help=PRECISION_HELP)] = None,
     kv_precision: Annotated[str | None, typer.Option(
         FIELDS["kv_precision"].option, help=KV_HELP)] = None,
-    sparsity: Annotated[str | None, typer.Option(
-        FIELDS["sparsity"].option, help=FIELDS["sparsity"].help)] = None,
+    sparsity: Sparsity = None,
     latency_target: Annotated[str | None, typer.Option(
         FIELDS["latency_target"].option, help=LATENCY_HELP)] = None,
-    stack: Annotated[str | None, typer.Option(
-        FIELDS["stack"].option, help="Software stack: a shipped name (stacks/) or a stack "
-                                     "file; default: the chip vendor's.")] = None,
+    stack: StackOption = None,
     chips: Annotated[int, typer.Option(help="Chips in the system.")] = 1,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option(help="Pipeline-parallel degree.")] = 1,

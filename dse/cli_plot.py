@@ -55,6 +55,9 @@ SeqOut = Annotated[int | None, typer.Option("--seq-out", help="Generated tokens.
 Precision = Annotated[str | None, typer.Option(help=PRECISION_HELP)]
 Sparsity = Annotated[str | None, typer.Option(FIELDS["sparsity"].option,
                                               help=FIELDS["sparsity"].help)]
+StackOption = Annotated[str | None, typer.Option(
+    FIELDS["stack"].option, help="Software stack: a shipped name (stacks/) or a stack file; "
+                                 "default: the chip vendor's.")]
 KvPrecision = Annotated[str | None, typer.Option(FIELDS["kv_precision"].option,
                                                 help="KV-cache data type when it differs "
                                                      "from --precision.")]

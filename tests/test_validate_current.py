@@ -171,3 +171,12 @@ def test_validate_reports_by_file_and_by_stack():
     assert set(doc["by_file"]) == {"measurements.csv", "gemm-calibration.csv",
                                    "current-stacks.csv", "current-stacks-pending.csv"}
     assert {"cuda-default", "trtllm-triton", "megatron-te", "vllm-rocm"} <= set(doc["by_stack"])
+
+
+def test_a_cp_that_does_not_divide_the_sequence_names_the_option():
+    result = runner.invoke(app, ["eval", "h100-sxm", "llama3-8b", "--phase", "training",
+                                 "--batch", "64", "--seq-in", "8191", "--chips", "16",
+                                 "--cp", "2"])
+    assert result.exit_code == 2
+    assert result.output.strip() == ("--cp 2: context parallelism must divide the sequence "
+                                     "(8191 tokens)")

@@ -92,11 +92,14 @@ def check(wl: TransformerSpec, sc: Scenario, ex: Execution, db: DesignBatch) -> 
         raise DseError(f"training: context_parallel ({cp}) and expert_parallel ({ep}) must "
                        f"divide the {ex.dp} data-parallel ranks (chips / (tp x pp))")
     if ep > 1 and (wl.moe is None or wl.moe.experts % ep):
-        raise DseError(f"training.expert_parallel: {ep} must divide the experts of a MoE "
-                       f"model; {wl.name} has " + (f"{wl.moe.experts}" if wl.moe else "none"))
+        raise DseError(f"{ep}: expert parallelism must divide the experts of a MoE model; "
+                       f"{wl.name} has " + (f"{wl.moe.experts}" if wl.moe else "none"),
+                       field="ep", domain="execution", value=ep,
+                       rule="a divisor of the experts", inline=True)
     if cp > 1 and sc.seq_in % cp:
-        raise DseError(f"training.context_parallel: {cp} must divide the sequence "
-                       f"({sc.seq_in} tokens)")
+        raise DseError(f"{cp}: context parallelism must divide the sequence "
+                       f"({sc.seq_in} tokens)", field="cp", domain="execution", value=cp,
+                       rule="a divisor of the sequence", inline=True)
     if ex.offload is not None and ex.offload.to not in db.level_names:
         raise DseError(f"training.offload.to: {db.spec.name} has no memory level "
                        f"'{ex.offload.to}'; expected one of {', '.join(db.level_names)}")

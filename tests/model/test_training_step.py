@@ -197,7 +197,7 @@ def test_full_recomputation_costs_a_forward_and_stores_less() -> None:
 @pytest.mark.parametrize("training,kw,message", [
     ({"offload": {"to": "SSD"}}, {}, "training.offload.to: h100-sxm has no memory level 'SSD'"),
     ({"context_parallel": 2}, {}, "context_parallel (2) and expert_parallel (1) must divide"),
-    ({"expert_parallel": 2}, {"chips": 2}, "training.expert_parallel: 2 must divide the "
+    ({"expert_parallel": 2}, {"chips": 2}, "2: expert parallelism must divide the "
                                            "experts of a MoE model"),
     ({}, {"precision": "int8"}, "precision: int8: training runs"),
 ])

@@ -42,16 +42,17 @@ def test_every_current_row_runs(rows):
 
 
 def test_accuracy_on_current_stacks_no_worse_than_recorded(rows):
-    """What the model reaches on current stacks today (median 11.9%, p90 26.7%, with the
-    cp column, hierarchical collectives and the stacks' first token and attention rates; it
-    was 14.7% and 41.1% before them): a change may only improve it."""
+    """What the model reaches on current stacks today (median 7.6%, p90 26.7%, with the
+    cp column, hierarchical collectives, the stacks' first token and attention rates and
+    their tensor-parallel overlap; it was 14.7% and 41.1% before them): a change may only
+    improve it."""
     s = validate.summary(_current(rows))
-    assert s["overall"]["median"] <= 0.12, s["overall"]
+    assert s["overall"]["median"] <= 0.08, s["overall"]
     assert s["overall"]["p90"] <= 0.27, s["overall"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 27's band is not met yet: TTFT front-end, "
-                   "hierarchical collectives, stack profiles (README, Validation)")
+@pytest.mark.xfail(strict=True, reason="issue 27's band is not met yet: the p90 is 26.7% "
+                   "(MI300X on vLLM, DLRM at 64 chips and on B200; README, Validation)")
 def test_issue_27_band_on_current_stacks(rows):
     """median |error| <= 10%, p90 <= 25%, every phase's median <= 15%."""
     s = validate.summary(_current(rows))
@@ -72,8 +73,8 @@ def test_the_record_files_keep_their_band(rows):
 
 def test_context_parallel_rows_run_with_cp(rows):
     """T003 (405B on 1,024 H100s, CP 2): with cp folded into dp it came out 26.6% slow;
-    run with cp = 2 as measured it is within 12% (-10.5%: its tensor-parallel exchanges,
-    which NeMo overlaps with the GEMMs, are exposed in the model)."""
+    run with cp = 2 as measured, and with NeMo's tensor-parallel overlap, it is within 12%
+    (+6.6%)."""
     t003 = next(r for r in rows if r.id == "T003")
     assert abs(t003.rel_error) < 0.12, t003.rel_error
 

@@ -36,6 +36,7 @@ class OnStack:
 
     stack: str  # the stack's name
     tables: Any  # its attention tables for this chip (dse.spec.stack.Attention), or None
+    tensor_overlap: bool = False  # it overlaps tensor-parallel collectives with GEMMs
 
 
 def on_stack(db: DesignBatch, sc: Scenario) -> tuple[DesignBatch, Scenario]:
@@ -51,7 +52,8 @@ def on_stack(db: DesignBatch, sc: Scenario) -> tuple[DesignBatch, Scenario]:
     if stack.gemm.factor != 1.0:
         typical = np.where(np.isnan(typical), TYPICAL, typical) * stack.gemm.factor
     return dataclasses.replace(db, matrix_typical=typical, attention=OnStack(
-        stack.name, stack.attention_for(db.spec.name, db.spec.base))), sc
+        stack.name, stack.attention_for(db.spec.name, db.spec.base),
+        stack.overlap.tensor)), sc
 
 
 def attention_factor(batch: DesignBatch, ops: ChipOps) -> np.ndarray | None:

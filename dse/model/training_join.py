@@ -15,7 +15,7 @@ from dse.model.nonfinite import check_step_time
 from dse.model.operators import ChipOps, OpTimes
 from dse.model.parallel import Collectives, collective_volume
 from dse.model.stages import INTERCONNECT, PIPELINE, Step, row_sums, spent
-from dse.model.training_plugins import extra_columns, hide
+from dse.model.training_plugins import extra_columns, hide, hide_tensor, tensor_overlap
 
 EXTRA = ("pipeline.bubble", "activations.compress")  # the columns training adds
 
@@ -34,6 +34,9 @@ def joined(db: DesignBatch, ops: ChipOps, coll: Collectives, t: OpTimes, t_coll:
     per_stage = _PerStage(ops, ran)
     role = np.concatenate([np.full(i, "", dtype=object), coll.role.astype(object)])
     hide(time[:, :j], ops, role, m, per_stage)
+    tensor = tensor_overlap(db, ex)
+    if tensor:
+        hide_tensor(time[:, :j], row, ops, role, tensor)
     per = spent(time[:, :j], row, row)
     total = row_sums(per)
     no_link = ~np.all(np.isfinite(t_coll), axis=1)

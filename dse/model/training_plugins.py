@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from dse.model.attention import OnStack
 from dse.model.batch import DesignBatch
 from dse.model.execution import Execution
 from dse.model.operators import ChipOps
@@ -134,23 +135,61 @@ def training_step(st: Step, db: DesignBatch, ex: Execution, m: float,
     stage worked out once for both (the overlap changes collectives' times only). `row`:
     [J] the step's counts where they are the same for every design (None: per design)."""
     per_stage = times_by_stage(st, row)
-    return with_extra(overlapped(st, m, per_stage, row), db, ex, st.ops, m, per_stage)
+    return with_extra(overlapped(st, m, per_stage, row, tensor_overlap(db, ex)), db, ex,
+                      st.ops, m, per_stage)
+
+
+def tensor_overlap(db: DesignBatch, ex: Execution) -> int:
+    """The tp degree whose collectives the designs' stack pipelines with the GEMMs (0: none
+    overlapped): the stack's `overlap.tensor`, with tp > 1 and sequence parallelism on
+    (Megatron-Bridge's gating of tp_comm_overlap)."""
+    on = isinstance(db.attention, OnStack) and db.attention.tensor_overlap
+    return ex.tp if on and ex.tp > 1 and ex.sequence_parallel is True else 0
 
 
 def overlapped(st: Step, m: float, per_stage: dict[str, np.ndarray] | None = None,
-               row: np.ndarray | None = None) -> Step:
+               row: np.ndarray | None = None, tensor: int = 0) -> Step:
     """Collectives hidden under compute show only their excess (see the module docstring):
     the data-parallel gradient reduction under the last micro-batch's backward, the
     parameter all-gather under the first micro-batch's forward, ZeRO-3's gathers under the
     pass they serve (a micro-batch's forward, its backward), and context parallelism's K and
     V exchange under the layer's attention (ring attention passes the blocks while it
-    computes on the ones it has).
+    computes on the ones it has); with `tensor` (the tp degree, 0: off) the tensor-parallel
+    collectives under the step's GEMMs (`hide_tensor`).
     `per_stage`: `times_by_stage(st)` where the caller has it; `row`: as there."""
     per_stage = times_by_stage(st, row) if per_stage is None else per_stage
     time = st.time.copy()
-    if not hide(time, st.ops, st.role, m, per_stage):  # the step as it was (the same total)
+    hidden = hide(time, st.ops, st.role, m, per_stage)
+    if tensor:
+        hidden = hide_tensor(time, st.count, st.ops, st.role, tensor) or hidden
+    if not hidden:  # the step as it was (the same total)
         return st
     return dataclasses.replace(st, time=time, total=row_sums(spent(time, st.count, row)))
+
+
+def hide_tensor(time: np.ndarray, count: np.ndarray, ops: ChipOps, role: np.ndarray | None,
+                tp: int) -> bool:
+    """The tensor-parallel collectives' time in `time` ([N, J]) cut to what their GEMMs
+    leave exposed, in place, where the stack pipelines them with the GEMMs they feed or
+    follow (Transformer Engine's userbuffers, NeMo's and Megatron-Bridge's
+    `tp_comm_overlap`: NeMo Framework user guide, "Communication Overlap"): the exchange is
+    split into tp chunks, each under a chunk of the GEMM, so one chunk in tp stays
+    exposed, and whatever the GEMMs' time cannot cover. Per step, over all its GEMMs
+    (kind gemm) and tensor collectives: exposed = max(C - W, C / tp); whether any was cut."""
+    i = len(ops.name)
+    cols = np.flatnonzero(role == "tensor") if role is not None else np.zeros(0, np.intp)
+    cols = cols[cols >= i]
+    gemms = np.flatnonzero(ops.kind == "gemm")
+    if not cols.size or not gemms.size:
+        return False
+    spent_on = np.broadcast_to(count, time.shape)
+    comm = (time[:, cols] * spent_on[:, cols]).sum(axis=1)
+    window = (time[:, gemms] * spent_on[:, gemms]).sum(axis=1)
+    exposed = np.maximum(comm - window, comm / tp)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(comm > 0, exposed / comm, 1.0)
+    time[:, cols] *= share[:, None]
+    return True
 
 
 def hide(time: np.ndarray, ops: ChipOps, role: np.ndarray | None, m: float,

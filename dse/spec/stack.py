@@ -131,6 +131,16 @@ class Gemm(Spec):
     source: str | None = None
 
 
+class Overlap(Spec):
+    """The communication a stack overlaps with compute, beyond what every training stack
+    does (data-parallel gradients and parameter gathers, context parallelism's exchange)."""
+
+    tensor: bool = False
+    """Tensor-parallel all-gathers and reduce-scatters pipelined with the GEMMs they feed
+    or follow (Transformer Engine's userbuffers; it needs sequence parallelism)."""
+    source: str | None = None
+
+
 class Stack(Spec):
     """A software stack: engine, front-end, GEMM library, attention kernels, collectives."""
 
@@ -152,6 +162,7 @@ class Stack(Spec):
     """None: attention at the GEMM fraction."""
     collectives: str | None = None
     """The collective library (NCCL, RCCL): documentation of the stack."""
+    overlap: Overlap = Field(default_factory=Overlap)
     source: str | None = None
 
     def covers(self, software: str) -> int:

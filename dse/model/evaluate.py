@@ -55,7 +55,7 @@ from dse.model.attention import on_stack
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.batch_search import best_batch, size
 from dse.model.chunks import chunked  # issue 15: chunked evaluation
-from dse.model.execution import Execution
+from dse.model.execution import Execution, training_degree_problems
 from dse.model.operating_point import CALIBRATION_GEMMS, calibrate
 from dse.model.phase_pass import Run, run_phase
 from dse.model.power import step_energy
@@ -180,11 +180,7 @@ def _checked_run(wl: WorkloadSpec, sc: Scenario, ex: Execution, tech: TechSpec |
     the model does not divide, an area budget without the area model, a phase the
     workload's kind does not run)."""
     problems, warnings = execution_issues(wl, sc, ex.tp, ex.pp)
-    if not phases.get(sc.phase).trains:  # inference runs no context or expert parallelism
-        problems += [DseError("context and expert parallelism are modelled in training "
-                              f"only (phase {sc.phase} splits over tp and pp; found {v})",
-                              field=name, value=v, rule="1 outside training")
-                     for name, v in (("cp", ex.cp), ("ep", ex.ep)) if v != 1]
+    problems += training_degree_problems(sc.phase, ex)
     if problems:  # one error, each part naming its field (tp, pp)
         raise DseError.together(problems)
     _reject(area_budget is not None and tech is None, "an area budget needs the area model: "

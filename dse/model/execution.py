@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from dse import phases
 from dse.errors import DseError
 from dse.spec.types import MAX_WHOLE
 from dse.spec.workload import Compression, Offload, Training
@@ -116,3 +117,14 @@ class Execution:
 # The training strategy fields an execution shares with a scenario's `training:` block.
 STRATEGY = ("micro_batch", "zero", "recompute", "sequence_parallel", "schedule",
             "virtual_stages", "offload", "compression")
+
+
+def training_degree_problems(phase: str, ex: Execution) -> list[DseError]:
+    """The context- and expert-parallel degrees `ex` gives outside training (phase `phase`),
+    each an error naming its field: only the training step splits over them."""
+    if phases.get(phase).trains:
+        return []
+    return [DseError("context and expert parallelism are modelled in training only (phase "
+                     f"{phase} splits over tp and pp; found {v})", field=name, value=v,
+                     rule="1 outside training")
+            for name, v in (("cp", ex.cp), ("ep", ex.ep)) if v != 1]

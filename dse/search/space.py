@@ -10,9 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from dse import phases
 from dse.errors import DseError, Issue, SpecError, suggest
-from dse.model.execution import Execution
+from dse.model.execution import Execution, training_degree_problems
 from dse.search.alternatives import resolve_alternative
 from dse.search.referenced import (
     load_chip,
@@ -67,13 +66,11 @@ def _job(data, name: str, w: StudyWorkload, near: Path, issues: list[Issue]) -> 
     if problems:
         issues.append(issue_at(data, loc, "; ".join(problems)))
         return None
-    for degree in ("cp", "ep"):
-        if getattr(w, degree) != 1 and not phases.get(sc.phase).trains:
-            issues.append(issue_at(data, (*loc, degree), "context and expert "
-                                   f"parallelism are modelled in training only (phase "
-                                   f"{sc.phase} splits over tp and pp)"))
-            return None
     ex = Execution(chips=w.chips, tp=tp, pp=w.pp, cp=w.cp, ep=w.ep)
+    outside = training_degree_problems(sc.phase, ex)
+    if outside:
+        issues += [issue_at(data, (*loc, str(e.field)), e.message) for e in outside]
+        return None
     # a phase the workload has no scenario of runs its first scenario with the phase
     # replaced (resolve_scenario names it "<phase> (default)"): evaluate resolves it again
     named = sc_name if sc_name in wl.scenarios else w.scenario

@@ -95,28 +95,29 @@ def hardware_facts(rows: Sequence[Row]) -> list[dict]:
     return out
 
 
+def _stats(errs: list[float]) -> dict[str, float]:
+    """Rows, median, 90th percentile and maximum of |errs|."""
+    a = np.abs(np.asarray(errs))
+    return {"n": len(a), "median": float(np.median(a)), "p90": float(np.percentile(a, 90)),
+            "max": float(a.max())}
+
+
 def summary(rows: list[Row]) -> dict[str, Any]:
     """Median, 90th percentile and maximum of |rel_error| per phase and overall."""
-    def stats(errs: list[float]) -> dict:
-        a = np.abs(np.asarray(errs))
-        return {"n": len(a), "median": float(np.median(a)),
-                "p90": float(np.percentile(a, 90)), "max": float(a.max())}
     done = [r for r in rows if r.rel_error is not None]
-    out: dict[str, Any] = {p: stats([r.rel_error for r in done if r.phase == p])  # type: ignore[misc]
+    out: dict[str, Any] = {p: _stats([r.rel_error for r in done if r.phase == p])  # type: ignore[misc]
                            for p in phases.names() if any(r.phase == p for r in done)}
     if done:
-        out["overall"] = stats([r.rel_error for r in done])  # type: ignore[misc]
+        out["overall"] = _stats([r.rel_error for r in done])  # type: ignore[misc]
     out["skipped"] = sum(r.skipped is not None for r in rows)
     return out
 
 
 def summary_by(rows: list[Row], key: str) -> dict[str, dict[str, float]]:
     """Median, 90th percentile and maximum of |rel_error| per value of a row's `key` (file or
-    software), in the order of first appearance; rows without one under "-"."""
+    stack), in the order of first appearance; rows without one under "-"."""
     groups: dict[str, list[float]] = {}
     for r in rows:
         if r.rel_error is not None:
-            groups.setdefault(getattr(r, key) or "-", []).append(abs(r.rel_error))
-    return {k: {"n": len(v), "median": float(np.median(v)),
-                "p90": float(np.percentile(v, 90)), "max": float(max(v))}
-            for k, v in groups.items()}
+            groups.setdefault(getattr(r, key) or "-", []).append(r.rel_error)
+    return {k: _stats(v) for k, v in groups.items()}

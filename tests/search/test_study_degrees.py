@@ -54,4 +54,5 @@ def test_cp_outside_training_is_refused_at_its_key(tmp_path):
     assert result.exit_code == 2
     line = result.output.strip().splitlines()[-1]
     assert line.endswith("workloads.llama2-13b-train.cp: context and expert parallelism are "
-                         "modelled in training only (phase prefill splits over tp and pp)"), line
+                         "modelled in training only (phase prefill splits over tp and pp; "
+                         "found 2)"), line

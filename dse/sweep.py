@@ -228,10 +228,11 @@ def _design_frame(ev: Evaluation) -> pd.DataFrame:
     sc = ev.scenario
     batch = (ev.batch_values.astype(int).tolist() if ev.batch_values is not None
              else [sc.batch] * ev.n)
-    scenario = {"scenario": ev.scenario_name, "phase": sc.phase, "batch": batch,
-                "seq_in": sc.seq_in, "seq_out": sc.seq_out, "precision": sc.precision,
-                "kv_precision": sc.kv_precision,
-                "chips": ev.chips, "tp": ev.tp, "pp": ev.pp}
+    # Every simple scenario field (what a sweep can vary, SCENARIO_FIELDS) gets its column,
+    # so a heading or table that names a sweep key always finds it.
+    scenario: dict[str, Any] = {"scenario": ev.scenario_name}
+    scenario.update({name: getattr(sc, name) for name in SCENARIO_FIELDS})
+    scenario.update(batch=batch, chips=ev.chips, tp=ev.tp, pp=ev.pp)
     hw_cols = [column_name(p) for p in ev.batch.overrides]
     rest = [c for c in frame.columns if c not in hw_cols]
     out = frame[hw_cols].copy()

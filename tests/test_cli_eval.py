@@ -287,3 +287,20 @@ def test_a_power_limited_design_shows_its_clock():
     doc = json.loads(run("eval", "h100-sxm", "gemm:8192x8192x8192", "--set", "tdp=400W",
                          "-f", "json").stdout)
     assert doc["power_limited"] is True and 1.3e9 < doc["metrics"]["clock_hz"] < 1.83e9
+
+
+def test_ops_table_names_every_option_given_and_the_stacks_engine():
+    """--ops with scenario fields beyond the first ones (stack, sparsity, kv precision) once
+    failed in the table's heading; the heading names the engine the stack ran, not the
+    schema default."""
+    table = run("eval", "mi300x", "llama3-70b", "--phase", "serve", "--batch", "max",
+                "--seq-in", "128", "--seq-out", "256", "--precision", "fp8",
+                "--kv-precision", "fp8", "--chips", "8", "--tp", "8", "--stack", "vllm-rocm",
+                "--ops", "--top", "3")
+    assert table.exit_code == 0, table.output
+    assert "--stack vllm-rocm" in table.stdout and "stack: vllm-rocm" in table.stdout
+    assert "16-token blocks" in table.stdout and "(default)" not in table.stdout
+    rows = list(csv.DictReader(io.StringIO(run(
+        "eval", "h100-sxm", "llama2-7b", "--sparsity", "2:4", "--stack", "vllm-cuda",
+        "-f", "csv").stdout)))
+    assert len(rows) == 1 and (rows[0]["sparsity"], rows[0]["stack"]) == ("2:4", "vllm-cuda")

@@ -289,8 +289,11 @@ def sweep_heading(sw: Sweep) -> str:
         text += "; " + " ".join(fixed)
     joiner = " x " if sw.mode == "grid" else ", "
     varied = joiner.join(option_name(k) for k in sw.varied) or "nothing"
-    if phases.get(ev.scenario.phase).served:
-        text += "\n" + describe_engine(ev.scenario.engine)
+    sc = ev.scenario_of(0)
+    if phases.get(sc.phase).served:  # the engine that ran: the stack's, the scenario's
+        text += "\n" + describe_engine(engine_of(sc))
+    if sc.stack is not None:
+        text += f"\nstack: {sc.stack}"
     return f"{text}\n{sw.n} design{'s' if sw.n > 1 else ''}, varying {varied} ({sw.mode})"
 
 

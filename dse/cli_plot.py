@@ -22,8 +22,9 @@ from dse.spec.scenario_fields import FIELDS
 
 plot_app = typer.Typer(
     name="plot",
-    help="Draw charts: a chip's roofline, a scenario's time breakdown, the memory-wall "
-         "trends. The --out extension picks the format (png, svg, pdf).",
+    help="Draw charts: a study's Pareto front (pareto), a chip's roofline, a scenario's time "
+         "breakdown, the memory-wall trends. The --out extension picks the format (png, svg, "
+         "pdf).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -298,7 +299,9 @@ def _study_context(folder: Path, doc: dict) -> tuple[dict[str, float], str | Non
     return budgets, base
 
 
-@plot_app.command()
+@plot_app.command(help="A study's designs on two axes (export its Pareto front for a "
+                  "paper): infeasible ones faded, the Pareto front of the two axes drawn, the "
+                  "reference chips marked by name.")
 @cli_errors
 def pareto(
     folder: Annotated[Path, typer.Argument(help="A study's output folder (dse study --out).",
@@ -310,8 +313,8 @@ def pareto(
                                                "second objective.")] = None,
     out: Out = None,
 ) -> None:
-    """A study's designs on two axes: infeasible ones faded, the Pareto front of the two
-    axes drawn, the reference chips marked by name."""
+    """A study's designs on two axes, its Pareto front and the reference chips (the help
+    text is the decorator's)."""
     import json
 
     import pandas as pd

@@ -237,3 +237,28 @@ def test_check_knows_a_length_distribution_file(tmp_path):
     result = runner.invoke(app, ["check", str(bad)])
     assert result.exit_code == 2 and "counts: the counts sum to 10833, but features says 10832" in \
         result.output, result.output
+
+
+def test_help_screens_flow_docstrings_and_list_pareto_export():
+    """A command's docstring is one paragraph on the help screen, wrapped to the terminal
+    (its own line breaks once split `--batch, --seq-in,` over lines), and `dse plot --help`
+    names the Pareto export."""
+    import re
+
+    from typer.testing import CliRunner
+
+    from dse.cli import app
+
+    def flat(args: list[str]) -> str:  # the screen's words, without its box and wrapping
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        return re.sub(r"[\s\u2502]+", " ", result.stdout)
+
+    from dse.cli import plot_app
+
+    for group in (app, plot_app):  # no line break inside a paragraph of any command's help
+        for info in group.registered_commands:
+            assert info.help and "\n" not in info.help.replace("\n\n", ""), info.name
+    assert "Comma lists (--batch, --seq-in, --seq-out, --set) evaluate several designs" \
+        in flat(["--help"])
+    assert "a study's Pareto front (pareto)" in flat(["plot", "--help"])

@@ -186,5 +186,7 @@ def draw_parallel(d: ParallelData, paths: list[Path]) -> None:
     ax.set_ylim(-0.03, 1.03)
     for side in ("left", "right", "top", "bottom"):
         ax.spines[side].set_visible(False)
-    ax.set_title(d.title, fontsize=10.5)
+    # wrapped to the figure's width (about 11 characters an inch at 10.5 pt): a long study
+    # name once ran the title off the image
+    ax.set_title(textwrap.fill(d.title, width=int(fig.get_figwidth() * 11)), fontsize=10.5)
     save_all(fig, paths)

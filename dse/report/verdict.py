@@ -232,12 +232,31 @@ def verdict(facts: Facts, trials: pd.DataFrame, front: pd.DataFrame,
 
 
 def readme_block(summary_md: str) -> str:
-    """The verdict section of a summary.md without its heading: the README's answer."""
+    """The verdict section of a summary.md without its heading (the whole verdict)."""
     lines = summary_md.splitlines()
     if HEADING not in lines:
         return ""
     start = lines.index(HEADING) + 1
     end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
     return "\n".join(lines[start:end]).strip() + "\n"
+
+
+def short_block(summary_md: str) -> str:
+    """The verdict's first paragraph (the best design, its budget and what it reaches): the
+    README's answer in a few lines."""
+    verdict = readme_block(summary_md)
+    return verdict.split("\n\n", 1)[0].strip() + "\n" if verdict else ""
+
+
+def page_block(summary_md: str) -> str:
+    """A summary.md from its verdict to its end, each heading one level down (the answer
+    page's sections under its own title); the run's timing before the verdict is left out,
+    so the block is the same on every machine."""
+    lines = summary_md.splitlines()
+    if HEADING not in lines:
+        return ""
+    body = lines[lines.index(HEADING):]
+    return "\n".join("#" + line if line.startswith("#") else line
+                     for line in body).strip() + "\n"
 
 

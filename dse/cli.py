@@ -21,7 +21,14 @@ from dse.cli_area import area
 from dse.cli_dashboard import dashboard
 from dse.cli_errors import DseGroup, err, user_errors
 from dse.cli_memory import memory
-from dse.cli_options import DATA_TYPES, PRECISION_HELP, ContextParallel, ExpertParallel, Format
+from dse.cli_options import (
+    DATA_TYPES,
+    PRECISION_HELP,
+    ContextParallel,
+    ExpertParallel,
+    Format,
+    flow_help,
+)
 from dse.cli_options import batch_words as _batch_words
 from dse.cli_options import int_list as _int_list
 from dse.cli_options import set_values as _overrides
@@ -375,27 +382,7 @@ app.command(name="memory")(user_errors(memory))
 app.add_typer(plot_app, name="plot")
 
 
-def _flowed(doc: str) -> str:
-    """A docstring as help text: the lines of each paragraph joined into one, so the help
-    screen wraps it to the terminal (rich keeps a docstring's own line breaks)."""
-    import inspect
-
-    paragraphs = inspect.cleandoc(doc).split("\n\n")
-    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
-
-
-def _flow_help(group: typer.Typer) -> None:
-    """Every command of `group` (and its sub-groups) with its docstring flowed (_flowed)."""
-    for info in group.registered_commands:
-        doc = info.help or (info.callback.__doc__ if info.callback else None)
-        if doc:
-            info.help = _flowed(doc)
-    for sub in group.registered_groups:
-        if sub.typer_instance is not None:
-            _flow_help(sub.typer_instance)
-
-
-_flow_help(app)
+flow_help(app)
 
 
 def main() -> None:

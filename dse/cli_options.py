@@ -87,3 +87,23 @@ class Format(StrEnum):
     table = "table"
     yaml = "yaml"
     json = "json"
+
+
+def flowed(doc: str) -> str:
+    """A docstring as help text: the lines of each paragraph joined into one, so the help
+    screen wraps it to the terminal (rich keeps a docstring's own line breaks)."""
+    import inspect
+
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+
+
+def flow_help(group: typer.Typer) -> None:
+    """Every command of `group` (and its sub-groups) with its docstring flowed (flowed)."""
+    for info in group.registered_commands:
+        doc = info.help or (info.callback.__doc__ if info.callback else None)
+        if doc:
+            info.help = flowed(doc)
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            flow_help(sub.typer_instance)

@@ -1,7 +1,7 @@
 """Lint and architecture checks are part of the test run, called through this interpreter so
 they cannot be skipped for want of a command on PATH: ruff keeps the code lint-clean;
-import-linter keeps the layer order of DESIGN.md (cli -> command modules -> report, validate
--> search -> model -> workloads -> spec -> units, errors) with every module in a layer, no
+import-linter keeps the layer order of docs/contributing.md (cli -> command modules -> report,
+validate -> search -> model -> workloads -> spec -> units, errors) with every module in a layer, no
 import cycle, workload kinds independent of each other and a model core that imports no I/O,
 plotting or CLI library (contracts in pyproject.toml); mypy keeps the package type-clean,
 strict on the model core ([tool.mypy] in pyproject.toml); and every module stays within 400

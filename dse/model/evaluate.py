@@ -54,7 +54,7 @@ from dse.model.arguments import checked
 from dse.model.attention import on_stack
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.batch_search import best_batch, size
-from dse.model.chunks import chunked  # issue 15: chunked evaluation
+from dse.model.chunks import chunked
 from dse.model.execution import Execution, training_degree_problems
 from dse.model.operating_point import CALIBRATION_GEMMS, calibrate
 from dse.model.phase_pass import Run, run_phase
@@ -81,7 +81,7 @@ def _reject(condition: bool, message: str, **structured: Any) -> None:
     if condition:
         raise DseError(message, **structured)
 @checked  # the types of the arguments, before anything else
-@chunked  # issue 15: any number of designs in bounded memory (dse.model.chunks)
+@chunked  # any number of designs in bounded memory (dse.model.chunks)
 def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | None = None, *,
              phase: str | None = None,
              batch: int | str | Sequence[int] | np.ndarray | None = None,

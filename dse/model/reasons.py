@@ -1,5 +1,5 @@
 """Why designs are infeasible, kept as data through the vectorized pipeline and worded only
-for the designs someone reads (issue 26: wording a reason costs ~7 us a design, most of a
+for the designs someone reads (wording a reason costs ~7 us a design, most of a
 large batch's time when many designs do not fit). Pure; no I/O.
 
 A `Reasons` is an ordered list of clauses, each a [N] mask of the designs it holds for and a

@@ -341,7 +341,7 @@ class PackageRules(Documented):
     """Long edge / short edge of each die (default from shipped reticle-class dies)."""
     hbm_edges: int = Field(ge=1, le=4)
     """Edges of a die that may hold HBM stacks, long edges first (2: the two long edges,
-    as on GH100/GA100/B200; 4: the whole perimeter, the rule before issue 24)."""
+    as on GH100/GA100/B200; 4: the whole perimeter, the earlier rule)."""
     hbm_overhang: Length | None = None
     """How far a row of stacks may reach past each end of the die edge it faces, mm."""
     footprint: dict[Interface, StackFootprint]

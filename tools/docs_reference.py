@@ -263,6 +263,23 @@ def _describe_file(kind: str, *keys: str) -> Callable[[str], str]:
 
 # --- the schema pages -------------------------------------------------------------------
 
+def memory_generations() -> str:
+    """The memory catalogue (dse/data/memory.yaml) a level's `generation` names, per unit."""
+    from dse import units
+    from dse.spec.catalogue import catalogue
+
+    def rate(g: Any) -> str:
+        return f"{g.rate * 8 / 1e9:.4g} Gb/s"
+
+    rows = [[code(name), g.interface, g.unit, str(g.width), rate(g),
+             units.format_quantity(g.bandwidth, units.BANDWIDTH),
+             units.format_quantity(g.capacity, units.BYTES),
+             f"{g.energy / 8 * 1e12:.3g} pJ/bit", f"{g.phy.area:g}", text(g.source)]
+            for name, g in catalogue().generations.items()]
+    return table(["generation", "interface", "unit", "width (bits)", "rate per pin",
+                  "bandwidth", "capacity", "energy", "PHY area x node's", "source"], rows)
+
+
 def hardware_page() -> str:
     from dse.spec.hardware import HardwareSpec
     from dse.spec.terms import terms
@@ -287,6 +304,14 @@ overrides)` and a study's `parameters:` take (`<level>`: a memory level's name,
 `<precision>`: a precision). `dse show CHIP --paths` lists them with one chip's values.
 
 {vocab}
+## Memory generations
+
+A DRAM level may name a generation of the memory catalogue (`dse/data/memory.yaml`) instead
+of its figures (`generation: hbm3e-12h`, with `stacks`, `channels` or the CXL links): the
+generation gives the interface and, per unit, the capacity and bandwidth the level does not
+state, and its PHY, energy per bit and price follow. Per unit, as shipped in accelerators:
+
+{memory_generations()}
 ## Shipped chips
 
 {shipped("hardware", _describe_file("hardware", "description", "vendor"))}"""

@@ -759,7 +759,7 @@ cannot express yet, each with its reason below): {skipped}; invalid: {invalid}.
         "cost to make, USD", "note"], hw)}
 ### Every row
 
-Error: predicted / measured - 1. Bound: the resource that bounds the step's largest share.
+Error: predicted / measured - 1. Bound: the resource that bounds the step's longest operator (its count x time).
 
 {table(["row", "hardware", "workload", "phase", "metric", "measured", "predicted", "error",
         "bound", "file", "skipped because"], rows)}"""

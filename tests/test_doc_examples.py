@@ -1,6 +1,6 @@
 """Every example in README.md and docs/**/*.md runs as written and prints what it shows.
 
-The conventions (docs/contributing.md, "Examples in the documentation"):
+The conventions every page follows (the contributing guide repeats them for authors):
 
 - ```console blocks: each line starting with `$ ` is a command (a trailing backslash
   continues it on the next line); the lines after it, up to the next command or the block's
@@ -301,6 +301,11 @@ def test_complete_spec_checks(block: Block, tmp_path: Path) -> None:
 
 PRICED = [b for b in SPECS if re.search(r"^technology:", b.body, re.M)
           and re.search(r"^compute:", b.body, re.M)]
+
+
+def test_the_docs_show_a_priced_hardware_example() -> None:
+    """A reader who copies a from-scratch chip gets one the area and cost models price."""
+    assert PRICED, "no complete hardware example with `technology:` in README.md or docs/"
 
 
 @pytest.mark.parametrize("block", PRICED, ids=[b.id for b in PRICED])

@@ -131,12 +131,13 @@ def _type_name(ann: Any, meta: list[Any]) -> str:
 
 
 def _rules(meta: list[Any]) -> str:
+    """The allowed range of a field, as Markdown."""
     out = []
     q = _quantity(meta)
     if q is not None:
-        out.append("> 0" if q[1] else ">= 0")
+        out.append("&gt; 0" if q[1] else "&gt;= 0")
     for m in meta:
-        for cls, sign in ((Gt, ">"), (Ge, ">="), (Lt, "<"), (Le, "<=")):
+        for cls, sign in ((Gt, "&gt;"), (Ge, "&gt;="), (Lt, "&lt;"), (Le, "&lt;=")):
             if isinstance(m, cls):
                 out.append(f"{sign} {getattr(m, cls.__name__.lower()):g}")
         if isinstance(m, MinLen) and m.min_length:
@@ -145,7 +146,7 @@ def _rules(meta: list[Any]) -> str:
             out.append(f"at most {m.max_length} items")
         pattern = getattr(m, "pattern", None)
         if isinstance(pattern, str):
-            out.append(f"matches {pattern}")
+            out.append(f"matches {code(pattern)}")
     return ", ".join(dict.fromkeys(out))
 
 
@@ -171,7 +172,7 @@ def _default(info: FieldInfo, meta: list[Any]) -> str:
     if q is not None and isinstance(value, int | float):
         from dse import units
 
-        return code(units.format_quantity(float(value), q[0]))
+        return code(units.format_quantity(float(value), q[0]) if value else f"0 {q[0].unit}")
     if isinstance(value, dict | list) and len(str(value)) > 60:
         return "see description"
     return code(str(value))
@@ -231,7 +232,7 @@ def schema_rows(model: type[BaseModel], prefix: str = "", skip: Iterable[str] = 
 def schema_table(model: type[BaseModel], prefix: str = "", skip: Iterable[str] = ()) -> str:
     rows = schema_rows(model, prefix, skip)
     return table(["key", "type and unit", "default", "allowed", "description"],
-                 ([code(r.path), text(r.type), r.default, text(r.rules), text(r.description)]
+                 ([code(r.path), text(r.type), r.default, r.rules, text(r.description)]
                   for r in rows))
 
 
@@ -563,9 +564,7 @@ def _signature(obj: Any, name: str) -> str:
 
 
 def _doc_block(obj: Any) -> str:
-    doc = inspect.getdoc(obj) or ""
-    return text(doc).replace("\\_", "_") if "\n\n" not in doc else "\n\n".join(
-        text(p) for p in doc.split("\n\n"))
+    return "\n\n".join(text(p) for p in (inspect.getdoc(obj) or "").split("\n\n"))
 
 
 def _members(cls: type) -> list[tuple[str, Any]]:
@@ -759,7 +758,8 @@ cannot express yet, each with its reason below): {skipped}; invalid: {invalid}.
         "cost to make, USD", "note"], hw)}
 ### Every row
 
-Error: predicted / measured - 1. Bound: the resource that bounds the step's longest operator (its count x time).
+Error: predicted / measured - 1. Bound: the resource that bounds the step's longest
+operator (its count x time).
 
 {table(["row", "hardware", "workload", "phase", "metric", "measured", "predicted", "error",
         "bound", "file", "skipped because"], rows)}"""

@@ -567,6 +567,38 @@ def _doc_block(obj: Any) -> str:
     return "\n\n".join(text(p) for p in (inspect.getdoc(obj) or "").split("\n\n"))
 
 
+def _field_docs(cls: type) -> dict[str, str]:
+    """The documentation of a class's annotated attributes in its source: the docstring
+    under the attribute, else its trailing comment (and the comment lines continuing it)."""
+    import ast
+    import textwrap
+
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    lines = source.splitlines()
+    body = ast.parse(source).body[0].body  # type: ignore[attr-defined]
+    out: dict[str, str] = {}
+    for node, after in zip(body, [*body[1:], None], strict=True):
+        if not isinstance(node, ast.AnnAssign) or not isinstance(node.target, ast.Name):
+            continue
+        if isinstance(after, ast.Expr) and isinstance(getattr(after, "value", None),
+                                                      ast.Constant) \
+                and isinstance(after.value.value, str):
+            out[node.target.id] = inspect.cleandoc(after.value.value)
+            continue
+        line = lines[node.end_lineno - 1]  # type: ignore[operator]
+        if "  # " in line:
+            words = [line.split("  # ", 1)[1]]
+            for nxt in lines[node.end_lineno:]:  # type: ignore[misc]
+                if not nxt.strip().startswith("# "):
+                    break
+                words.append(nxt.strip()[2:])
+            out[node.target.id] = " ".join(words)
+    return out
+
+
 def _members(cls: type) -> list[tuple[str, Any]]:
     """Public attributes, properties and methods a class defines (its own and its fields)."""
     out: list[tuple[str, Any]] = []
@@ -600,11 +632,12 @@ Quantities are SI floats (seconds, bytes, B/s, FLOP/s, W, J) except areas, in mm
                      f"{_signature(obj, name)}\n```\n\n{_doc_block(obj)}\n")
         if inspect.isclass(obj):
             rows = []
+            field_docs = _field_docs(obj)
             for member, value in _members(obj):
                 if isinstance(value, dataclasses.Field):
                     hint = typing.get_type_hints(obj).get(member, value.type)
                     what = f"attribute: {getattr(hint, '__name__', str(hint))}"
-                    doc = ""
+                    doc = field_docs.get(member, "")
                 elif isinstance(value, property):
                     what, doc = "property", inspect.getdoc(value.fget) or ""
                 else:

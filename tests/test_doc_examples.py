@@ -353,6 +353,8 @@ def test_the_readme_keeps_ci_commands_first() -> None:
 def _user_texts() -> list[tuple[str, str]]:
     texts = [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8")) for p in pages()
              if p != ROOT / "docs" / "validation.md"]
+    if (ROOT / "CHANGELOG.md").is_file():  # included in the site by docs/changelog.md
+        texts.append(("CHANGELOG.md", (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")))
     sys.path.insert(0, str(ROOT / "tools"))
     import docs_reference  # the generated reference pages: docstrings and help texts
 

@@ -501,7 +501,7 @@ def _param_row(p: Any, ctx: Any) -> list[str]:
         if isinstance(d, enum.Enum):
             d = d.value
         if getattr(p, "is_flag", False) and p.secondary_opts:
-            default = (p.opts if d else p.secondary_opts)[0]
+            default = "" if d is None else code((p.opts if d else p.secondary_opts)[0])
         elif getattr(p, "is_flag", False):
             default = "off" if not d else "on"
         elif d is not None and d != []:
@@ -540,7 +540,8 @@ file, the key and what was expected; an internal error exits with status 1.
         params = [p for p in cmd.params if not p.hidden]
         section = [f"\n## dse {' '.join(words)}\n",
                    f"```text\n{_usage(words, cmd)}\n```\n",
-                   text(inspect.cleandoc(cmd.help or "")) + "\n"]
+                   "\n\n".join(text(p) for p in inspect.cleandoc(cmd.help or "")
+                               .split("\n\n")) + "\n"]
         if params:
             section.append(table(["argument or option", "type", "default", "description"],
                                  (_param_row(p, sub_ctx) for p in params)))

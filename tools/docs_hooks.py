@@ -21,6 +21,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import docs_reference
+import docs_validation
 
 VALIDATION_MARKER = "<!-- dse-validate: tables -->"
 VALIDATION_PLOT = "assets/generated/validation.png"
@@ -29,7 +30,7 @@ VALIDATION_PLOT = "assets/generated/validation.png"
 @functools.cache
 def _validation() -> tuple[dict[str, Any], bytes]:
     """`dse validate` runs once per process (a few seconds); `mkdocs serve` reuses it."""
-    return docs_reference.validation_result()
+    return docs_validation.validation_result()
 
 
 def on_files(files: Any, config: Any) -> Any:
@@ -50,4 +51,4 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     if VALIDATION_MARKER not in markdown:
         raise ValueError(f"docs/validation.md: the line {VALIDATION_MARKER} is missing (the "
                          "generated accuracy tables go there)")
-    return markdown.replace(VALIDATION_MARKER, docs_reference.validation_tables(_validation()[0]))
+    return markdown.replace(VALIDATION_MARKER, docs_validation.validation_tables(_validation()[0]))

@@ -151,14 +151,31 @@ file, the key and what was expected; an internal error exits with status 1.
 
 # --- the Python API ---------------------------------------------------------------------
 
-def _signature(obj: Any, name: str) -> str:
+def _signature(obj: Any, name: str, bound: bool = False, one_line: bool = False) -> str:
+    """`name(params) -> return` as code, one parameter a line when long (unless
+    `one_line`); annotations unquoted, a sentinel default's address (which changes each
+    run) dropped, and with `bound` the first parameter (self, cls) left out."""
     try:
-        sig = str(inspect.signature(obj))
+        sig = inspect.signature(obj)
     except (TypeError, ValueError):
-        sig = "(...)"
-    # a sentinel default prints its address, which changes from run to run
-    sig = re.sub(r"<object object at 0x[0-9a-f]+>", "<unset>", sig)
-    return f"{name}{sig}"
+        return f"{name}(...)"
+    params = []
+    values = list(sig.parameters.values())[1 if bound else 0:]
+    for p in values:
+        shown = str(p)
+        if isinstance(p.annotation, str):
+            shown = shown.replace(repr(p.annotation), p.annotation, 1)
+        params.append(re.sub(r"<object object at 0x[0-9a-f]+>", "<unset>", shown))
+    starred = [i for i, p in enumerate(values) if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    if starred and not any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in values):
+        params.insert(starred[0], "*")
+    ret = sig.return_annotation
+    tail = "" if ret is inspect.Signature.empty else \
+        f" -> {ret if isinstance(ret, str) else getattr(ret, '__name__', ret)}"
+    flat = f"{name}({', '.join(params)}){tail}"
+    if one_line or len(flat) <= 88:
+        return flat
+    return f"{name}(\n" + "".join(f"    {p},\n" for p in params) + f"){tail}"
 
 
 def _doc_block(obj: Any) -> str:
@@ -241,8 +258,8 @@ Quantities are SI floats (seconds, bytes, B/s, FLOP/s, W, J) except areas, in mm
                 else:
                     fn = value.__func__ if isinstance(value, staticmethod | classmethod) \
                         else value
-                    what = "method " + code(_signature(fn, member).replace("(self, ", "(")
-                                            .replace("(self)", "()"))
+                    bound = not isinstance(value, staticmethod)
+                    what = "method " + code(_signature(fn, member, bound, one_line=True))
                     doc = inspect.getdoc(fn) or ""
                 rows.append([code(member), what if what.startswith("method") else text(what),
                              text(doc)])

@@ -96,8 +96,8 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     """Evaluate every design of `hw` (a spec with `overrides`, or a DesignBatch) on one
     scenario of `wl`. Scenario fields given here replace the named scenario's (a seq_in
     replaces its length distribution too: the length named is the length run); `overrides`
-    take strings with units or numbers in the internal unit (README, "One rule for bare
-    numbers"); metrics are as dse.model.metrics defines them; `execution`
+    take strings with units or numbers in the internal unit (docs: guide/hardware.md, "One rule for
+    bare numbers"); metrics are as dse.model.metrics defines them; `execution`
     (or chips, tp, pp, cp, ep, fusion) says how the chips split the work (cp and ep:
     training's context- and expert-parallel degrees). With `tech` (the spec's
     process node), power, energy and area come too, and a design whose power exceeds its

@@ -1,5 +1,5 @@
-"""One error format for the command line (README, "Errors"): every problem is one line on
-stderr that names what is wrong first (`file:line:col: key.path: message`, `--option:
+"""One error format for the command line (docs: guide/commands.md, Errors): every problem is one
+line on stderr that names what is wrong first (`file:line:col: key.path: message`, `--option:
 message`, `dse eval: missing argument WORKLOAD`), with the documented exit code.
 
 Two doors lead here:
@@ -40,7 +40,7 @@ from dse.search.urls import redact
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Exit codes (README, "Commands"): 2 bad input, 1 internal error (a bug), 130 Ctrl-C, 141 a
+# Exit codes (docs: guide/commands.md): 2 bad input, 1 internal error (a bug), 130 Ctrl-C, 141 a
 # reader that closed the pipe (128 + SIGPIPE, as a shell reports a writer killed by it).
 BAD_INPUT = 2
 INTERNAL = 1
@@ -369,5 +369,6 @@ class DseGroup(TyperGroup):
         except OSError as e:
             failed = _exit_code(e)
             code = failed if code in (0, 3) else code
-        # Output cut short by its reader is 141 whatever else happened (README, "Errors").
+        # Output cut short by its reader is 141 whatever else happened (docs: guide/commands.md,
+        # Errors).
         sys.exit(BROKEN_PIPE if _pipe_closed else code)

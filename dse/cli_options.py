@@ -46,7 +46,7 @@ def int_list(text: str | None, option: str, words: tuple[str, ...] = ()
 
 
 def whole(value: int, option: str) -> int:
-    """`value` when it is a whole number a float holds exactly (README, "Input limits")."""
+    """`value` when it is a whole number a float holds exactly (docs: guide/commands.md)."""
     from dse.spec.types import MAX_WHOLE
 
     if abs(value) > MAX_WHOLE:

@@ -3,8 +3,8 @@
 User errors (bad input) are `DseError` subclasses: the CLI prints their message and exits
 with code 2, never a traceback. Anything else that escapes is an internal error (exit 1).
 
-Every problem is one line (README, "Errors"): whatever a message quotes (a value, a file
-name) has its line breaks and other control characters escaped, as Python's repr escapes
+Every problem is one line (docs: guide/commands.md, Errors): whatever a message quotes (a value, a
+file name) has its line breaks and other control characters escaped, as Python's repr escapes
 them, so one problem never spans two lines and nothing in it drives the terminal.
 """
 
@@ -40,8 +40,8 @@ def one_line(text: str) -> str:
     return "".join(_escape(ch) for ch in text)
 
 
-# What a DseError's `field` names, so each route words it (README, "Errors"): a scenario
-# field (`seq_out`: the command line says `--seq-out`, a study
+# What a DseError's `field` names, so each route words it (docs: guide/commands.md, Errors): a
+# scenario field (`seq_out`: the command line says `--seq-out`, a study
 # `workloads.<name>.seq_out`), an execution field (`chips`, `tp`, `pp`: `--chips`) or a
 # path of the design vocabulary (`memory.L2.capacity`: `--set memory.L2.capacity`) or a
 # field of a training setup (`micro_batch`: `dse memory --micro-batch`).

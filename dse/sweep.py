@@ -32,10 +32,10 @@ if TYPE_CHECKING:
 # vocabulary (`memory.L2.capacity`, `compute.units`, ...).
 SCENARIO_FIELDS = scenario_fields.SIMPLE
 MODES = ("zip", "grid")
-# Most design points one sweep (`dse eval`, `dse workload`, `sweep()`) may have: README,
-# "Input limits". At the limit, measured on one core: 10,000 hardware designs (--set lists)
-# take 4-6 s and 190-310 MB as CSV or JSON (40 s and 390 MB with --ops); 10,000 scenario
-# points (--batch, --seq-in, --seq-out) take ~17 ms each in `dse eval` (~3 min) and ~1.6 ms
+# Most design points one sweep (`dse eval`, `dse workload`, `sweep()`) may have: docs,
+# guide/commands.md, Input limits. At the limit, measured on one core: 10,000 hardware designs
+# (--set lists) take 4-6 s and 190-310 MB as CSV or JSON (40 s and 390 MB with --ops); 10,000
+# scenario points (--batch, --seq-in, --seq-out) take ~17 ms each in `dse eval` (~3 min) and ~1.6 ms
 # each in `dse workload` (16 s, 340 MB). A 200 x 200 x 200 grid took 116 s and 5.8 GB before
 # it ran out of memory. Larger explorations are studies (`dse study`), or several sweeps.
 MAX_POINTS = 10_000
@@ -65,7 +65,8 @@ def check_points(lengths: dict[str, int], mode: str = "grid") -> int:
             " x ".join(f"{n:,}" for n in many.values()) + f" = {count:,}" if grid
             else f"{count:,} zipped")
         raise DseError(f"{options}: {how} points, above the limit of {MAX_POINTS:,} a sweep "
-                       "may have; narrow the lists or split the sweep (README, Input limits)")
+                       "may have; narrow the lists or split the sweep (docs: guide/commands.md, "
+                       "Input limits)")
     return count
 
 
@@ -174,7 +175,7 @@ def sweep(hw: HardwareSpec, wl: WorkloadSpec, scenario: str | None = None, *,
         raise DseError(f"{joined}: {len(groups):,} scenarios, above the limit of "
                        f"{MAX_SCENARIOS:,} a sweep evaluates one by one; narrow these lists "
                        "(whole-number batches and --set lists are evaluated together, up to "
-                       f"{MAX_POINTS:,} points; README, Input limits)")
+                       f"{MAX_POINTS:,} points; docs: guide/commands.md, Input limits)")
 
     evaluations: list[Evaluation] = []
     rows: dict[int, tuple[int, int]] = {}

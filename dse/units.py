@@ -155,7 +155,8 @@ MAX_EXPONENT = 3
 # 30 orders of magnitude either side of 1 hold every physical chip, workload and process
 # constant (1 YB is 1e24 B; 1 fJ/B is 1e-15 J/B) with room to spare, and keep products of
 # a dozen such numbers (units x clock x peak, bytes / bandwidth) inside the float range
-# (1e308), so no model output overflows to inf or underflows to 0. README, "Input limits".
+# (1e308), so no model output overflows to inf or underflows to 0. Docs: guide/commands.md, Input
+# limits.
 MAX_MAGNITUDE = 1e30
 MIN_MAGNITUDE = 1e-30
 

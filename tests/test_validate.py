@@ -98,7 +98,7 @@ def test_transformer_training_rows(rows):
     A100s (hardware FLOP/s), MPT-7B MFU on 8 H100s and on 8 A100s. All three are
     predicted faster than measured (+18% to +36%, MFU counted as the sources count it, layer
     GEMMs at the library's typical rate): the rest lies in the measured runs' software
-    stacks (README, "Training results and accuracy"). Held to 40% and to that sign until a
+    stacks (docs: validation.md). Held to 40% and to that sign until a
     mechanism closes the gap."""
     for id_ in ("M102", "M104", "M109"):
         r = next(x for x in rows if x.id == id_)

@@ -52,7 +52,7 @@ def test_accuracy_on_current_stacks_no_worse_than_recorded(rows):
 
 
 @pytest.mark.xfail(strict=True, reason="issue 27's band is not met yet: the p90 is 26.7% "
-                   "(MI300X on vLLM, DLRM at 64 chips and on B200; README, Validation)")
+                   "(MI300X on vLLM, DLRM at 64 chips and on B200; docs: validation.md)")
 def test_issue_27_band_on_current_stacks(rows):
     """median |error| <= 10%, p90 <= 25%, every phase's median <= 15%."""
     s = validate.summary(_current(rows))

@@ -1,6 +1,6 @@
 """The arguments of the public `dse.evaluate`, checked before anything else: a wrong type
 is a one-line ArgumentError naming the keyword and what it takes, not an AttributeError
-from deep in the model (README: bad arguments raise dse.DseError). No I/O."""
+from deep in the model (docs: how-to/vary-designs.md: bad arguments raise dse.DseError). No I/O."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class ArgumentError(DseError, TypeError):
-    """A keyword of dse.evaluate of the wrong type: a DseError (README: bad arguments raise
-    dse.DseError) that is also the TypeError Python code expects."""
+    """A keyword of dse.evaluate of the wrong type: a DseError (docs: how-to/vary-designs.md: bad
+    arguments raise dse.DseError) that is also the TypeError Python code expects."""
 
 
 def _found(value: object) -> str:
@@ -95,8 +95,8 @@ def _checked_arguments(a: dict[str, object]) -> None:
 
 def _area_budget(value: object) -> float | None:
     """area_budget as mm2: a number of mm2 (600) or a string with an area unit ('600 mm2',
-    '0.0006 m2'), positive and within the window every quantity keeps (README, "Input
-    limits")."""
+    '0.0006 m2'), positive and within the window every quantity keeps (docs: guide/commands.md,
+    "Input limits")."""
     if value is None:
         return None
     what = "a positive area, a number of mm2 (600) or a string with its unit ('600 mm2')"

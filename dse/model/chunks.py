@@ -8,7 +8,7 @@ BEST_CANDIDATES with `batch best`) run as before, in one pass; more run a chunk 
 (`DesignBatch.take`) and their Evaluations are concatenated design by design, so the peak
 is the result itself plus one chunk's working set. A batch per design (a list) is cut
 with its designs. Every design is evaluated on its own,
-so the chunking changes no number. README, "Input limits". No I/O.
+so the chunking changes no number. Docs: guide/commands.md, Input limits. No I/O.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ joints on its way, h the mean distance between two different dies of the layout
 
 B200: p = 2, h = 1, share 1/2: 8 TB/s of HBM puts 4 TB/s on the 10 TB/s NV-HBI (not a
 bound) and 0.5 pJ/bit x 4 TB/s = 16 W. Only DRAM traffic is counted: hits in another die's
-L2 slices also cross, which the model does not split out (README, "Package geometry").
+L2 slices also cross, which the model does not split out (docs: model/area-power-cost.md, Package
+geometry).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ from dse.model.arguments import checked
 from dse.model.attention import on_stack
 from dse.model.batch import DesignBatch, design_batch
 from dse.model.batch_search import best_batch, size
-from dse.model.chunks import chunked
+from dse.model.chunks import chunked  # issue 15: chunked evaluation
 from dse.model.execution import Execution, training_degree_problems
 from dse.model.operating_point import CALIBRATION_GEMMS, calibrate
 from dse.model.phase_pass import Run, run_phase
@@ -81,7 +81,7 @@ def _reject(condition: bool, message: str, **structured: Any) -> None:
     if condition:
         raise DseError(message, **structured)
 @checked  # the types of the arguments, before anything else
-@chunked  # any number of designs in bounded memory (dse.model.chunks)
+@chunked  # issue 15: any number of designs in bounded memory (dse.model.chunks)
 def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | None = None, *,
              phase: str | None = None,
              batch: int | str | Sequence[int] | np.ndarray | None = None,
@@ -96,8 +96,8 @@ def evaluate(hw: HardwareSpec | DesignBatch, wl: WorkloadSpec, scenario: str | N
     """Evaluate every design of `hw` (a spec with `overrides`, or a DesignBatch) on one
     scenario of `wl`. Scenario fields given here replace the named scenario's (a seq_in
     replaces its length distribution too: the length named is the length run); `overrides`
-    take strings with units or numbers in the internal unit (the documentation, "One rule
-    for bare numbers"); metrics are as dse.model.metrics defines them; `execution`
+    take strings with units or numbers in the internal unit (docs: guide/hardware.md, "One rule for
+    bare numbers"); metrics are as dse.model.metrics defines them; `execution`
     (or chips, tp, pp, cp, ep, fusion) says how the chips split the work (cp and ep:
     training's context- and expert-parallel degrees). With `tech` (the spec's
     process node), power, energy and area come too, and a design whose power exceeds its

@@ -138,8 +138,8 @@ def _slice_scale(v: Values, spec: HardwareSpec, lv: MemoryLevel, scale: dict[str
     """The slice count of each design of level `lv` ([N]; 0 where the level gives no
     slices), and the factors it puts on the level's capacity and bandwidth (into `scale`,
     where neither they nor the slices are given; a given `slices` scales them through
-    COUPLED). The rule (README, "Caches as slices"): a slice keeps the size and bandwidth
-    the spec gives it (capacity / slices, bandwidth / slices). A design that changes the
+    COUPLED). The rule (docs: guide/hardware.md, Caches as slices): a slice keeps the size and
+    bandwidth the spec gives it (capacity / slices, bandwidth / slices). A design that changes the
     capacity changes the slice count at that size, rounded to whole slices (at least one),
     so its capacity is as given and its bandwidth follows the slices, as adding slices to a
     floorplan does; with `slices_per: stack`, a design that changes the HBM stacks and

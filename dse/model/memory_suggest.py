@@ -55,7 +55,7 @@ TP_MAX = 8
 MAX_EVALUATED = 160
 # Pipeline depths tried per tensor-parallel degree at most: where more divide both the chips
 # and the layers (a model of 10^12 layers on as many chips: 6,720), MAX_DEPTHS of them spread
-# over the range (README, Input limits).
+# over the range (docs: guide/commands.md, Input limits).
 MAX_DEPTHS = 24
 # Context-parallel degrees tried at most: Llama 3's 128K-token stage trained with cp 16
 # (Dubey et al., "The Llama 3 Herd of Models", arXiv 2407.21783, Table 4).

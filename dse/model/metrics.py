@@ -1,7 +1,7 @@
 """The metrics an evaluation reports, defined once: key (the JSON key and CSV column, with
 its unit as a suffix), table label, unit, scope and meaning. `dse eval`'s tables, JSON and
-CSV, the study's columns and the documentation's metrics reference (generated from it when
-the site is built, tools/docs_reference.py) all follow this registry.
+CSV, the study's columns and the docs' metrics reference (docs/reference/metrics.md,
+generated from it) all follow this registry.
 
 Words used throughout:
 - **system**: every chip of the execution (`chips`); a system quantity is summed or taken
@@ -35,7 +35,7 @@ class Metric:
     label: str  # how tables name it
     unit: units.Kind | str  # a Kind (formatted with prefixes) or a unit word
     scope: str  # SYSTEM, PER_CHIP, EACH_CHIP, PER_REQUEST or PER_STEP
-    meaning: str  # one sentence, in the documentation's metrics reference
+    meaning: str  # one sentence, in the docs' metrics reference
 
 
 _ALL = (

@@ -138,7 +138,7 @@ UNREAD = "a field a model reads"
 
 
 def _in_range(path: str, term: Term, values: np.ndarray) -> None:
-    """The magnitudes YAML accepts (README, "Input limits"): a quantity within
+    """The magnitudes YAML accepts (docs: guide/commands.md, Input limits): a quantity within
     units.MIN_MAGNITUDE .. MAX_MAGNITUDE of its SI unit, a plain number likewise, a whole
     number up to MAX_WHOLE; so a value given as a plain number (an SI value) cannot take a
     design past the float range where its unit-carrying spelling would be refused."""

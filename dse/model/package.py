@@ -2,10 +2,10 @@
 and how many fit, the die-to-die interface a split needs, and the interposer's area against
 its packaging technology's limit. Pure numpy, no I/O.
 
-The rule (README, "Area model"), read from shipped floorplans (GH100, GA100: three stacks
-on each long edge, NVLink and PCIe on the short edges; B200: two dies joined along a short
-edge by NV-HBI, two stacks on each die's long edges; MI300X: stacks on the outer edges of
-its I/O dies):
+The rule (docs: model/area-power-cost.md, Package geometry), read from shipped floorplans (GH100,
+GA100: three stacks on each long edge, NVLink and PCIe on the short edges; B200: two dies joined
+along a short edge by NV-HBI, two stacks on each die's long edges; MI300X: stacks on the outer
+edges of its I/O dies):
 
     die       = long x short, long / short = aspect_ratio (default 1.27, the 26 x 33 mm
                 field's shape, which reticle-class dies such as GH100 and GA100 fill)
@@ -18,8 +18,8 @@ its I/O dies):
     interposer= bounding box of dies and stack rows with `gap` keep-outs, plus `margin`
 
 The area compared is the modelled die (spares and edge padding included), not a published
-figure: the model reads ~7% below published dies (README), so the rule's overhang is set
-for the modelled GH100 to hold the three stacks per long edge it has.
+figure: the model reads ~7% below published dies (docs: model/area-power-cost.md), so the rule's
+overhang is set for the modelled GH100 to hold the three stacks per long edge it has.
 """
 
 from __future__ import annotations

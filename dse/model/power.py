@@ -50,9 +50,9 @@ class StepEnergy:
         return self.compute + self.memory.sum(axis=1) + self.links
 
 
-# A sliced cache's energy per byte grows with its capacity (README, "Caches as slices"). The
-# node files give `cache` as a 1 MB SRAM access plus ~4 mm of on-chip wire (Dally's wire
-# energy; TPUv4i Table 2: 1 MB SRAM 1.75 pJ/B against 0.94-1.06 pJ/B for the 8-32 KB arrays
+# A sliced cache's energy per byte grows with its capacity (docs: guide/hardware.md, Caches as
+# slices). The node files give `cache` as a 1 MB SRAM access plus ~4 mm of on-chip wire (Dally's
+# wire energy; TPUv4i Table 2: 1 MB SRAM 1.75 pJ/B against 0.94-1.06 pJ/B for the 8-32 KB arrays
 # of the node's `sram` figure, so the array share is 1.75 x `sram`). The rest is wire, and
 # wire energy is proportional to distance: the mean distance between two points of a square
 # is 0.52 x its side, and the side grows with sqrt(capacity) at a fixed density (the

@@ -28,8 +28,8 @@ MAX_MICRO_BATCH = 256
 # Model chunks per pipeline rank the planner tries at most: interleaving divides the bubble
 # by v and multiplies the stage-to-stage sends by v, so past a few dozen chunks it only adds
 # sends (Megatron-LM runs use 2-8; Narayanan et al., SC21, Fig. 12-13 go to 4 and 8 layers
-# per chunk). It bounds the setups timed for a model of very many layers (README, Input
-# limits).
+# per chunk). It bounds the setups timed for a model of very many layers (docs: guide/commands.md,
+# Input limits).
 MAX_VIRTUAL_STAGES = 64
 
 

@@ -145,8 +145,8 @@ class GridCluster:
         n = len(self.trimmed)
         return [f"{self.option}: {n} Dask worker{'s run' if n != 1 else ' runs'} with "
                 "MALLOC_TRIM_THRESHOLD_ set (Dask's default for `dask worker`), which makes "
-                "the model ~1.6x slower; start them with it unset (README: Large grids on "
-                "many processes or machines)"]
+                "the model ~1.6x slower; start them with it unset (docs: guide/studies.md, "
+                "Large grids on many processes or machines)"]
 
     def grid_frame(self, study: Study, total: int) -> pd.DataFrame:
         """The grid of `study` (`total` designs) evaluated by the cluster's workers: first one

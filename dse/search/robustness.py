@@ -33,9 +33,10 @@ SAME = 0.02
 HEAD = ("# The performance model's error per phase: |rel_error| of `dse validate` on the\n"
         "# shipped measurements (validation/measurements.csv, gemm-calibration.csv,\n"
         "# current-stacks.csv and the pending rows that run).\n"
-        "# A study's near-optimal band is the median of its workloads' phases (README,\n"
-        "# Studies). Regenerate: python -c 'from dse import validate; from dse.search import\n"
-        "# robustness; robustness.write_error_table(validate.summary(validate.run()))'\n")
+        "# A study's near-optimal band is the median of its workloads' phases (docs:\n"
+        "# guide/studies.md). Regenerate: python -c 'from dse import validate; from\n"
+        "# dse.search import robustness;\n"
+        "# robustness.write_error_table(validate.summary(validate.run()))'\n")
 
 
 def error_table(summary: dict) -> str:

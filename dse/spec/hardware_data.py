@@ -25,9 +25,9 @@ def _clock_context(data: LDict) -> dict[str, Any]:
 
 def _with_generations(data: LDict) -> LDict:
     """`data` with what each level's `generation:` implies written in where the file does
-    not state it (README, "Memory generations"): the interface, and capacity and bandwidth
-    as units x the catalogue's figures per unit (units: `stacks` or `channels`; one link for
-    CXL). A file's own numbers win. Unknown generations and a stated interface that
+    not state it (docs: guide/hardware.md, Memory generations): the interface, and capacity and
+    bandwidth as units x the catalogue's figures per unit (units: `stacks` or `channels`; one link
+    for CXL). A file's own numbers win. Unknown generations and a stated interface that
     contradicts the generation are reported at their keys. Returns a new mapping where
     anything is written (`data` is unchanged)."""
     levels = data.get("memory")

@@ -29,8 +29,8 @@ _NOT_INHERITED = ("name", "source", "description", "base")
 _REMOVE_KEY = "remove"
 
 
-# Most `base:` links followed from one file (README, "Input limits"): the shipped specs use
-# at most 2; `dse check` and every loader refuse a longer chain with the same error.
+# Most `base:` links followed from one file (docs: guide/commands.md, Input limits): the shipped
+# specs use at most 2; `dse check` and every loader refuse a longer chain with the same error.
 MAX_BASE_CHAIN = 16
 
 

@@ -94,8 +94,8 @@ class MemoryLevel(Spec):
     """A DRAM generation of the memory catalogue (dse/data/memory.yaml: hbm3, hbm3e-12h,
     hbm4-12h, lpddr5x, ddr5, gddr7, cxl ...). It implies the interface and, per stack
     (channel, CXL link), capacity and bandwidth where the file does not state them; PHY
-    area and edge, energy per bit and price follow it (the hardware reference, "Memory
-    generations")."""
+    area and edge, energy per bit and price follow it (docs: guide/hardware.md, Memory
+    generations)."""
     stacks: int | None = Field(default=None, gt=0)
     """Number of HBM stacks (area model: one PHY and controller each)."""
     channels: int | None = Field(default=None, gt=0)
@@ -103,8 +103,8 @@ class MemoryLevel(Spec):
     slices: int | None = Field(default=None, gt=0)
     """Slices of a shared cache or SRAM (an L2 / last-level cache): `capacity` and `bandwidth`
     are the totals, split evenly. A design that changes `capacity` adds or removes whole
-    slices of this size, and its bandwidth follows the slices (the documentation, "Caches
-    as slices"). Without it the level's bandwidth is fixed whatever its capacity."""
+    slices of this size, and its bandwidth follows the slices (docs: guide/hardware.md, Caches as
+    slices). Without it the level's bandwidth is fixed whatever its capacity."""
     slices_per: Literal["stack"] | None = None
     """`stack`: the slices sit on the memory partitions (GH100, MI300X's Infinity Cache), so a
     design that changes the chip's HBM stacks (and not this level's capacity or slices)

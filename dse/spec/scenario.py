@@ -58,7 +58,7 @@ TRAINING_PRECISION_TEXT = ("training runs fp32, bf16, fp16, mixed or fp8 (mixed 
 
 class Engine(Spec):
     """How the serving engine runs the serve phase (continuous batching). The defaults are
-    TensorRT-LLM's, the engine of the validation rows (README "Serving as servers run it")."""
+    TensorRT-LLM's, the engine of the validation rows (docs: model/serving.md)."""
 
     iteration_overhead: TimeOrZero = 0.58e-3
     """GPU idle time the host leaves per iteration (scheduling, sampling, detokenization not

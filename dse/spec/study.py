@@ -192,8 +192,8 @@ class Search(Spec):
 
     sampler: Sampler = "nsga2"
     """nsga2 (the default: fastest per trial and the best front at equal trials on the
-    shipped studies; the documentation, "Choosing the sampler"), tpe, random, gp, or grid
-    (every combination, evaluated in vectorized chunks without a sampler)."""
+    shipped studies, docs: guide/studies.md, Choosing the sampler), tpe, random, gp, or grid (every
+    combination, evaluated in vectorized chunks without a sampler)."""
     trials: int = Field(default=1000, ge=1)
     batch: int = Field(default=256, ge=1, le=100_000)
     """Trials asked, evaluated in one vectorized call per workload, and told at a time."""

@@ -1,5 +1,5 @@
-"""Bounded reading of an input file as text (README, "Input limits"): only a regular file of
-at most a given size is read, and it must be UTF-8 text without control characters (a
+"""Bounded reading of an input file as text (docs: guide/commands.md, Input limits): only a regular
+file of at most a given size is read, and it must be UTF-8 text without control characters (a
 leading byte-order mark accepted); each refusal is one clear ReadError naming the file.
 Spec files (dse.spec.yamlpos) and measurement CSVs are read through it."""
 

@@ -217,7 +217,7 @@ def _one(path: str, term: Term, item: object, clock_hz: float | None) -> float:
         text = item.strip()
         if term.kind is not None and _plain_number(text):
             # text is what a person wrote: a quantity in it carries its unit on every route
-            # (README, "Units"); only a number object is a value in the internal unit
+            # (docs: guide/hardware.md, Units); only a number object is a value in the internal unit
             raise DseError(units.bare_number(text, term.kind), field=path, domain="design")
         if term.kind is not None:
             try:

@@ -5,7 +5,7 @@ and column of each key and value, so a validation error deep inside a merged spe
 `base:` inheritance) can still name the file and line the user wrote. Duplicate keys and
 syntax errors are reported as `Issue`s rather than silently resolved.
 
-Reading is bounded (README, "Input limits"): only regular files of at most
+Reading is bounded (docs: guide/commands.md, Input limits): only regular files of at most
 `MAX_SPEC_BYTES` are read, and they must be UTF-8 text without control characters (a leading
 UTF-8 byte-order mark is accepted, as YAML allows). An aliased node is built once and shared
 (`*a` twice gives the same object twice), the values repeated through aliases are counted

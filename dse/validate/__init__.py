@@ -119,7 +119,7 @@ _KEY = ("hardware", "workload", "phase", "precision", "kv_precision", "sparsity"
 
 
 # Most distinct scenarios (rows that differ in more than their batch) one run models, in all
-# its files (README, "Input limits"). Rows that differ only in their batch share one
+# its files (docs: guide/commands.md, Input limits). Rows that differ only in their batch share one
 # vectorized evaluation, but each scenario is an evaluation of its own, since the lowering's
 # shapes follow the lengths: ~2.5 ms each (decode, prefill, serve, gemm; 1.5-4 ms measured
 # on the shipped rows, one core), so 1,000 take ~2.5 s; a training scenario plans its step

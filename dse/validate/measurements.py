@@ -45,8 +45,8 @@ def _compared(phase: str) -> tuple[str, ...]:
     return known.compared if known is not None else ()
 
 
-# Largest measurements CSV read (README, "Input limits"): some 250,000 rows as wide as the
-# shipped ones (~250 bytes); the file's bytes are held while its rows are read.
+# Largest measurements CSV read (docs: guide/commands.md, Input limits): some 250,000 rows as wide
+# as the shipped ones (~250 bytes); the file's bytes are held while its rows are read.
 MAX_CSV_BYTES = 64 << 20
 
 

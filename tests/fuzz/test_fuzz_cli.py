@@ -266,7 +266,7 @@ def _no_target(workload: str) -> bool:
 def test_batch_best_is_within_one_percent_of_every_batch(workload: str, capacity: str,
                                                          batches: list[int]) -> None:
     """S3 (model branch): `--batch best` gives at least 99% of the throughput of any other
-    batch that fits the same design (README: within 1% of a fine grid)."""
+    batch that fits the same design (docs: model/index.md, within 1% of a fine grid)."""
     assert _no_target(workload)
     ran = dse("eval", "h100-sxm", workload, "--batch", ",".join(["best", *map(str, batches)]),
               "--set", f"memory.HBM3.capacity={capacity}", "--format", "json")

@@ -73,7 +73,7 @@ def test_t6_a_file_written_on_a_full_disk_is_named(tmp_path):
 
 # --- U2: output cut short by its reader ------------------------------------------------------
 # `dse eval h100-sxm llama2-7b --set compute.units=<10,000 values> -f csv | head -c1` exited 0
-# (3 with an infeasible design), where the README promises 141: Python's stdout ended a large
+# (3 with an infeasible design), where the docs promise 141: Python's stdout ended a large
 # write cut short by the closed pipe without an error. Fix: dse.cli_errors._Stdout writes all
 # it is given or raises BrokenPipeError, and DseGroup.main exits 141 once the pipe closed,
 # whatever the command's own exit code.

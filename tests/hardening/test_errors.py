@@ -67,8 +67,8 @@ def write(path: Path, text: str) -> Path:
 # --- the reproducers ----------------------------------------------------------------------
 
 def test_readme_what_if_is_accepted():
-    """U1: the README's what-if (96 SMs, 192 MiB L2) was rejected at a line of the shipped
-    h100-sxm.yaml; it checks and evaluates."""
+    """U1: the docs' what-if (guide/hardware.md) (96 SMs, 192 MiB L2) was rejected at a line of the
+    shipped h100-sxm.yaml; it checks and evaluates."""
     path = DATA / "U1_readme_whatif.yaml"
     ran = dse_cli("check", path)
     assert ran.code == 0 and ran.stdout.strip() == f"{path}: ok (hardware)", ran

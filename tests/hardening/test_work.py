@@ -55,8 +55,8 @@ def test_h3_workload_grid_is_refused_at_once():
     assert "Traceback" not in r.stderr and r.returncode == 2, r.stderr
     assert r.stderr.splitlines() == [
         "--batch x --seq-in x --seq-out: 200 x 200 x 200 = 8,000,000 points, above the limit "
-        "of 10,000 a sweep may have; narrow the lists or split the sweep (README, Input "
-        "limits)"]
+        "of 10,000 a sweep may have; narrow the lists or split the sweep (docs: "
+        "guide/commands.md, Input limits)"]
     assert r.stdout == ""
     assert seconds < 20
 
@@ -82,9 +82,10 @@ def test_eval_sweeps_above_the_limit_are_one_line_errors(args, start):
     (line,) = r.stderr.splitlines()
     assert line.startswith(start), line
     assert line.endswith("above the limit of 10,000 a sweep may have; narrow the lists or "
-                         "split the sweep (README, Input limits)") or line.endswith(
-        "a sweep evaluates one by one; narrow these lists (whole-number batches and --set "
-        "lists are evaluated together, up to 10,000 points; README, Input limits)"), line
+                         "split the sweep (docs: guide/commands.md, Input limits)") or \
+        line.endswith("a sweep evaluates one by one; narrow these lists (whole-number batches "
+                      "and --set lists are evaluated together, up to 10,000 points; docs: "
+                      "guide/commands.md, Input limits)"), line
 
 
 def test_the_limit_counts_points_not_values():

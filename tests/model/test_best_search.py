@@ -114,7 +114,7 @@ def test_batches_meeting_the_latency_target_are_a_prefix():
 def test_best_is_a_peak_near_the_best_of_every_batch():
     """Against every whole batch 1..most of 100 designs: the answer is one of them, a peak
     over its whole-batch neighbours, the best on most designs and within 2.5% of the best
-    on all (the grid-and-refine search's promise; README, "Speed")."""
+    on all (the grid-and-refine search's promise; docs: model/speed.md)."""
     n = 100
     d = _designs(n, 1)
     most = dse.evaluate(H100, LLAMA3_8B, SERVE, overrides=d).sequences.astype(int)

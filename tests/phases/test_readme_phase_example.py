@@ -1,4 +1,4 @@
-"""The README's example of a phase of one's own runs as written."""
+"""The docs' example of a phase of one's own (contributing.md, Add a phase) runs as written."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from pathlib import Path
 
 from dse import phases
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+PAGE = (Path(__file__).resolve().parents[2] / "docs" / "contributing.md").read_text()
 
 
-def test_the_readme_phase_example_runs(capsys) -> None:
-    section = README.split("### Phases, workload kinds and the execution", 1)[1]
+def test_the_docs_phase_example_runs(capsys) -> None:
+    section = PAGE.split("## Add a phase", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, flags=re.S)[1]
     try:
-        exec(compile(code, "README.md", "exec"), {})
+        exec(compile(code, "docs/contributing.md", "exec"), {})
     finally:
         phases.unregister("longprompt")
     out = capsys.readouterr().out

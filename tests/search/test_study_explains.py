@@ -173,8 +173,8 @@ def test_a_budget_only_the_base_breaks_is_a_warning(tmp_path: Path) -> None:
 
 
 def test_interfaces_alone_over_the_budget_are_named(tmp_path: Path) -> None:
-    """The README's from-scratch chip with six HBM stacks: its interfaces alone need a 776 mm2
-    die; with no parameter that removes them, no design meets 600 mm2."""
+    """The docs' from-scratch chip (guide/hardware.md) with six HBM stacks: its interfaces alone
+    need a 776 mm2 die; with no parameter that removes them, no design meets 600 mm2."""
     chip = tmp_path / "chip.yaml"
     chip.write_text("base: h100-sxm\nsource: test\nmemory:\n  - {name: HBM3, stacks: 8}\n")
     path = _write(tmp_path, constraints="  area: 600 mm2").read_text()

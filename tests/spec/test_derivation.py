@@ -19,8 +19,8 @@ LLAMA70 = dse.load_workload("llama2-70b")
 
 
 def _readme_whatif() -> str:
-    """The what-if example of the README, verbatim."""
-    text = (ROOT / "README.md").read_text()
+    """The what-if example of the docs (guide/hardware.md, Inheritance), verbatim."""
+    text = (ROOT / "docs" / "guide" / "hardware.md").read_text()
     blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
     block = next(b for b in blocks if b.lstrip().startswith("base: h100-sxm"))
     return "\n".join(line[2:] if line.startswith("  ") else line

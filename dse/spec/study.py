@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
-from dse.spec.scenario import DataType, Phase, PrecisionName
-from dse.spec.types import Area, Cost, Power, Spec, Time
+from dse.spec.scenario import DataType, Phase, PrecisionName, Scenario
+from dse.spec.types import Area, Cost, Power, Spec, Time, same_as
 
 Scalar = str | int | float
 Sampler = Literal["nsga2", "tpe", "random", "grid", "gp"]
@@ -53,12 +53,15 @@ class Parameter(Spec):
     counts)."""
 
     low: Scalar | None = None
+    """Lowest value of the range, in the path's units (with `high`)."""
     high: Scalar | None = None
+    """Highest value of the range, in the path's units (included)."""
     log: bool = False
     """Sample the range uniformly in log space (capacities, bandwidths)."""
     step: Scalar | None = None
     """Values are low + k x step (whole numbers: step 1 unless given)."""
     choices: list[Scalar] | None = Field(default=None, min_length=1)
+    """The values to try, in the path's units, instead of a range."""
 
     @model_validator(mode="after")
     def _range_or_choices(self) -> Parameter:
@@ -78,16 +81,25 @@ class StudyWorkload(Spec):
     replaced, how many chips run it, and its weight in multi-workload objectives."""
 
     workload: str = Field(min_length=1)
+    """The workload (a shipped name or a workload file's path)."""
     scenario: str | None = None
-    # the scenario fields it may replace: every simple one (dse.spec.scenario_fields)
-    phase: Phase | None = None
-    batch: int | Literal["max", "best"] | None = None
-    latency_target: Time | None = None
-    seq_in: int | None = Field(default=None, ge=0)
-    seq_out: int | None = Field(default=None, ge=0)
-    precision: PrecisionName | None = None
-    kv_precision: DataType | None = None
-    sparsity: Literal["2:4"] | None = None
+    """The workload's scenario to run (default: the first, or the first of `phase`); the
+    fields below replace its own."""
+    # the scenario fields it may replace: every simple one (dse.spec.scenario_fields), each
+    # described as the scenario's
+    phase: Phase | None = Field(default=None, description=same_as(Scenario, "phase"))
+    batch: int | Literal["max", "best"] | None = Field(
+        default=None, description=same_as(Scenario, "batch"))
+    latency_target: Time | None = Field(default=None,
+                                        description=same_as(Scenario, "latency_target"))
+    seq_in: int | None = Field(default=None, ge=0, description=same_as(Scenario, "seq_in"))
+    seq_out: int | None = Field(default=None, ge=0, description=same_as(Scenario, "seq_out"))
+    precision: PrecisionName | None = Field(default=None,
+                                            description=same_as(Scenario, "precision"))
+    kv_precision: DataType | None = Field(default=None,
+                                          description=same_as(Scenario, "kv_precision"))
+    sparsity: Literal["2:4"] | None = Field(default=None,
+                                            description=same_as(Scenario, "sparsity"))
     stack: str | None = None
     """The software stack (a shipped name or a stack file); left out: the scenario's."""
     chips: int = Field(default=1, ge=1)
@@ -97,6 +109,7 @@ class StudyWorkload(Spec):
     """Tensor-parallel degree; `all`: every chip of a pipeline stage (tp = chips / pp), so
     the split follows a varied chip count."""
     pp: int = Field(default=1, ge=1)
+    """Pipeline-parallel degree: stages the model's layers are split over."""
     cp: int = Field(default=1, ge=1)
     """Training: context-parallel degree (ranks that share each sequence)."""
     ep: int = Field(default=1, ge=1)
@@ -116,7 +129,9 @@ class Objective(Spec):
     of the design alone (area)."""
 
     maximize: Metric | None = None
+    """The metric to make as large as possible; give it or `minimize`."""
     minimize: Metric | None = None
+    """The metric to make as small as possible; give it or `maximize`."""
     workloads: list[str] | None = Field(default=None, min_length=1)
     """Workload names of this study (default: every workload; none for area)."""
 
@@ -195,9 +210,13 @@ class Search(Spec):
     shipped studies, docs: guide/studies.md, Choosing the sampler), tpe, random, gp, or grid (every
     combination, evaluated in vectorized chunks without a sampler)."""
     trials: int = Field(default=1000, ge=1)
+    """Designs to evaluate (complete trials); re-running the study resumes until this many
+    are stored, across every worker."""
     batch: int = Field(default=256, ge=1, le=100_000)
     """Trials asked, evaluated in one vectorized call per workload, and told at a time."""
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
+    """Seed of the sampler (a resumed run derives its own from it and the trials stored):
+    the same study and seed give the same trials."""
     population: int | None = Field(default=None, ge=2)
     """nsga2: individuals per generation (default: the batch size, at least 2)."""
     grid_points: int = Field(default=8, ge=2, le=1000)
@@ -214,27 +233,31 @@ class ParameterChange(Spec):
     range replaces the study's choices and choices its range); a path the study does not
     vary becomes a parameter (then a whole range or choices)."""
 
-    low: Scalar | None = None
-    high: Scalar | None = None
-    log: bool | None = None
-    step: Scalar | None = None
-    choices: list[Scalar] | None = Field(default=None, min_length=1)
+    low: Scalar | None = Field(default=None, description=same_as(Parameter, "low"))
+    high: Scalar | None = Field(default=None, description=same_as(Parameter, "high"))
+    log: bool | None = Field(default=None, description=same_as(Parameter, "log"))
+    step: Scalar | None = Field(default=None, description=same_as(Parameter, "step"))
+    choices: list[Scalar] | None = Field(default=None, min_length=1,
+                                         description=same_as(Parameter, "choices"))
 
 
 class ConstraintChange(Spec):
     """An alternative's constraints: each field given replaces the study's (`area` replaces
     `area_of` and the reverse); the others stay."""
 
-    area: Area | None = None
-    area_of: str | None = None
-    reticle: bool | None = None
-    shoreline: bool | None = None
-    power: Power | None = None
-    fit: bool | None = None
-    cost: Cost | None = None
-    cost_of: str | None = None
-    system_cost: Cost | None = None
-    system_cost_of: str | None = None
+    area: Area | None = Field(default=None, description=same_as(Constraints, "area"))
+    area_of: str | None = Field(default=None, description=same_as(Constraints, "area_of"))
+    reticle: bool | None = Field(default=None, description=same_as(Constraints, "reticle"))
+    shoreline: bool | None = Field(default=None,
+                                   description=same_as(Constraints, "shoreline"))
+    power: Power | None = Field(default=None, description=same_as(Constraints, "power"))
+    fit: bool | None = Field(default=None, description=same_as(Constraints, "fit"))
+    cost: Cost | None = Field(default=None, description=same_as(Constraints, "cost"))
+    cost_of: str | None = Field(default=None, description=same_as(Constraints, "cost_of"))
+    system_cost: Cost | None = Field(default=None,
+                                     description=same_as(Constraints, "system_cost"))
+    system_cost_of: str | None = Field(default=None,
+                                       description=same_as(Constraints, "system_cost_of"))
 
     @model_validator(mode="after")
     def _one_budget(self) -> ConstraintChange:
@@ -248,6 +271,8 @@ class Alternative(Spec):
     constraints changed. The summary compares its best designs with the study's."""
 
     description: str | None = None
+    """The assumption in a line, shown in the summary's sensitivity table (default: the
+    changes it makes)."""
     params: dict[str, ParameterChange] = {}
     set: dict[str, Scalar] = {}
     """Hardware values every design of the alternative takes (design-vocabulary paths with
@@ -269,7 +294,9 @@ class StudySpec(Spec):
     """A study file (`studies/*.yaml`)."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    """Name of the study: its storage's study name and the default output folder's."""
     description: str | None = None
+    """The question the study answers, in a line, at the top of its summary."""
     source: str = Field(min_length=1)
     """Why the study is set up as it is: the question, where the ranges come from."""
     base: str = Field(min_length=1)

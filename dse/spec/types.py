@@ -47,6 +47,17 @@ class Spec(BaseModel):
         return value
 
 
+def same_as(model: type[BaseModel], name: str) -> str:
+    """The description of field `name` of `model`, for a field that repeats it (a study
+    workload's scenario fields, an alternative's parameter and constraint changes):
+    `Field(description=same_as(Scenario, "phase"))` keeps one text for both, in the
+    reference and in error messages."""
+    description = model.model_fields[name].description
+    if not description:
+        raise TypeError(f"{model.__name__}.{name} has no docstring to share")
+    return description
+
+
 def _number_problem(value: Any, quantity: bool) -> str | None:
     """Why a validated value (or a number inside a list or mapping) is not representable."""
     if isinstance(value, bool) or value is None or isinstance(value, BaseModel | str):

@@ -53,8 +53,11 @@ class Tile(Spec):
     ceil(M/m) * ceil(N/n) * ceil(K/k) tiles, so small or ragged shapes waste the array."""
 
     m: int = Field(gt=0)
+    """Rows of the output tile (the M dimension), elements."""
     n: int = Field(gt=0)
+    """Columns of the output tile (the N dimension), elements."""
     k: int = Field(gt=0)
+    """Depth of the reduction per tile step (the K dimension), elements."""
 
 
 class Engine(Spec):

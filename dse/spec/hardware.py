@@ -47,6 +47,8 @@ class HostLink(Spec):
     bandwidth: Bandwidth
     """Per direction, B/s."""
     latency: Time | None = None
+    """Latency of a transfer over the link, s; documented only (offloaded state moves at the
+    link's bandwidth, its latency is not timed)."""
     interface: Interface | None = None
     """pcie4, pcie5, pcie6, cxl or nvlink-c2c (area: PCIe or SerDes lanes; energy per byte).
     Omitted: PCIe."""
@@ -235,7 +237,10 @@ class HardwareSpec(Spec):
     base: str | None = None
     """Spec this one inherits from (a name or a path); only the keys given here override."""
     vendor: str | None = None
+    """Who makes the chip; picks the default software stack (`stacks/`) when a scenario
+    names none."""
     description: str | None = None
+    """One line on what the chip is, shown by `dse show` and in the list of shipped chips."""
     compute: Compute
     memory: list[MemoryLevel] = Field(min_length=1)
     interconnect: Interconnect | None = None

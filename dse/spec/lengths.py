@@ -128,7 +128,9 @@ class ShippedFile(Spec):
     """A shipped distribution file: counts of sequences per length."""
 
     name: str = Field(min_length=1)
+    """Name a scenario's `lengths:` gives (the file name without `.yaml`)."""
     source: str = Field(min_length=1)
+    """Where the counts come from: the data set, the tokenizer and how it was windowed."""
     max_length: int = Field(gt=0)
     """The truncation length the distribution was built at."""
     features: int = Field(gt=0)

@@ -21,7 +21,9 @@ class HitPoint(Spec):
     hottest ones) serves this share of its lookups."""
 
     rows: float = Field(gt=0, le=1)
+    """Share of the table's rows cached, the hottest first (0 to 1)."""
     hits: float = Field(ge=0, le=1)
+    """Share of the table's lookups those rows serve (0 to 1)."""
 
 
 class Skew(Spec):
@@ -29,8 +31,12 @@ class Skew(Spec):
     with probability proportional to i^-alpha; 0 is uniform) or a measured curve."""
 
     alpha: float | None = Field(default=None, ge=0, le=3)
+    """Zipf exponent of the row popularity (0: uniform); give it or `curve`."""
     curve: list[HitPoint] | None = Field(default=None, min_length=1)
+    """Measured hit-rate curve, points rising in `rows`; the model uses the Zipf exponent
+    that fits it best."""
     source: str | None = None
+    """Where the exponent or the curve comes from (a trace study, a paper)."""
 
     @model_validator(mode="after")
     def _one_form(self) -> Skew:
@@ -49,8 +55,11 @@ class Table(Spec):
     """An embedding table, or `count` identical ones."""
 
     name: str = Field(min_length=1)
+    """Name of the table (unique in the file), used in the operator table's rows."""
     count: int = Field(default=1, ge=1)
+    """Identical tables this entry stands for."""
     rows: int = Field(gt=0)
+    """Rows of the table (distinct ids it embeds); with `dim`, its size in memory."""
     dim: int = Field(gt=0)
     """Elements per row (the embedding dimension)."""
     lookups: float = Field(gt=0)
@@ -66,8 +75,13 @@ class Interaction(Spec):
     given (U, V: d x rank); `cat`, their concatenation alone (DeepRecSys RM1/RM2)."""
 
     kind: Literal["dot", "cross", "cat"]
+    """The interaction: dot (DLRM's dot products), cross (DCNv2's cross layers) or cat
+    (concatenation alone)."""
     layers: int = Field(default=3, ge=1)
+    """cross: cross layers stacked."""
     rank: int | None = Field(default=None, gt=0)
+    """cross: rank of the low-rank factors U, V (two GEMMs a layer); omitted: full-rank
+    (one D x D GEMM a layer)."""
 
 
 class Sample(Spec):
@@ -76,13 +90,17 @@ class Sample(Spec):
     pairs: float = Field(default=1.0, ge=1)
     """User-item pairs one sample scores (MLPerf inference aggregates many per query)."""
     note: str | None = None
+    """What a sample is, in words (documentation)."""
 
 
 class RecOptimizer(Spec):
     """Training: the optimizer of the embedding rows and of the dense layers."""
 
     embeddings: Literal["sgd", "adagrad", "adagrad_rowwise", "adam"] = "adagrad"
+    """Optimizer of the embedding rows: its state (Adagrad one fp32 word per element,
+    row-wise Adagrad one per row, Adam two per element) and update FLOPs per row touched."""
     dense: Literal["sgd", "adagrad", "adagrad_rowwise", "adam"] = "adagrad"
+    """Optimizer of the MLPs' and interaction's weights (state and update FLOPs)."""
 
 
 class Evaluation(Spec):
@@ -90,7 +108,9 @@ class Evaluation(Spec):
     them every 5% of the epoch): `pairs` evaluated every `every` pairs trained."""
 
     pairs: int = Field(gt=0)
+    """User-item pairs each evaluation pass scores (forward only)."""
     every: int = Field(gt=0)
+    """Pairs trained between evaluation passes; the forward work grows by pairs / every."""
 
 
 # The shapes of work (dse.phases.WORKS) a recommender runs: a forward of its samples, and
@@ -105,6 +125,8 @@ class RecScenario(Scenario):
     _transformer_training: ClassVar[bool] = False
 
     seq_in: int = Field(default=1, ge=0)
+    """Not read: a recommender's sample has no sequence (the lowering counts one token per
+    sample); default 1, which the inference and training phases require."""
     pairs: float | None = Field(default=None, ge=1)
     """User-item pairs per sample (default: the workload's `sample.pairs`). MLPerf
     inference scores a query of many pairs as one sample; training counts one pair."""
@@ -138,14 +160,18 @@ class RecommenderSpec(WorkloadFile):
     """A DLRM-style recommender."""
 
     kind: Literal["recommender"]
+    """The kind of workload, which selects this schema."""
     sample: Sample = Sample()
     dense_features: int = Field(ge=0)
+    """Continuous features per pair, the bottom MLP's input (0: none, and no bottom MLP)."""
     tables: list[Table] = Field(min_length=1)
     skew: Skew
     """The default skew of every table (a table's own `skew` replaces it)."""
     bottom_mlp: list[int] = Field(default=[], description="layer widths")
     interaction: Interaction
     top_mlp: list[int] = Field(min_length=1)
+    """Layer widths of the MLP after the interaction, the last one the output (1: a click
+    probability)."""
     scenarios: dict[str, RecScenario] = Field(min_length=1)
 
     @model_validator(mode="after")

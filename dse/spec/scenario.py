@@ -117,6 +117,8 @@ class Training(Spec):
     micro_batch: int | None = Field(default=None, ge=1)
     """Sequences per micro-batch per data-parallel replica."""
     optimizer: Literal["sgd", "momentum", "adam", "adamw"] = "adam"
+    """The optimizer: its state per parameter (SGD none, momentum 1, Adam/AdamW 2 fp32
+    words) sets the memory footprint, its update the FLOPs of the optimizer step."""
     optimizer_state: float | None = Field(default=None, ge=0)
     """Optimizer state in fp32 words per parameter, for optimizers not listed (Adam: 2)."""
     zero: Literal[0, 1, 2, 3] | None = None
@@ -126,7 +128,11 @@ class Training(Spec):
     sequence_parallel: bool | None = None
     """Megatron sequence parallelism (with --tp > 1)."""
     context_parallel: int = Field(default=1, ge=1)
+    """Context-parallel degree: ranks that share each sequence; it divides the data-parallel
+    ranks (chips / (tp x pp))."""
     expert_parallel: int = Field(default=1, ge=1)
+    """Expert-parallel degree: ranks that share each MoE layer's experts; it divides the
+    data-parallel ranks."""
     schedule: Literal["1f1b", "interleaved"] | None = None
     """Pipeline schedule (with --pp > 1); left out, the planner tries 1F1B and every
     interleaved split of a stage's layers."""
@@ -277,5 +283,6 @@ class WorkloadFile(Spec):
     source: str = Field(min_length=1)
     """Where the configuration comes from (paper, model card, config.json)."""
     description: str | None = None
+    """One line on what the model is, shown with the shipped workloads."""
     base: str | None = None
     """Workload this one inherits from (a name or a path)."""

@@ -59,7 +59,10 @@ class AttentionCurve(Spec):
     """An attention kernel's achieved rate over sequence length at one head dimension."""
 
     head_dim: int = Field(gt=0)
+    """Head dimension the curve was measured at; a query uses the nearest one (in log2)."""
     causal: bool = True
+    """Causal (masked) attention; a query uses a curve of its own causality where one
+    exists."""
     points: list[AttentionPoint] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -77,6 +80,7 @@ class Attention(Spec):
     kernel: str = Field(min_length=1)
     """The kernel library (FlashAttention-3, CK/AITER, cuDNN)."""
     source: str = Field(min_length=1)
+    """Where the tables come from (the benchmark and its publication)."""
     measured_on: str = Field(min_length=1)
     """The chip the tables were measured on (a hwspec name)."""
     peak: FlopRate
@@ -89,6 +93,7 @@ class Attention(Spec):
     architecture), and designs whose `base:` is one of them; other chips keep the GEMM
     fraction."""
     forward: list[AttentionCurve] = Field(min_length=1)
+    """Forward-pass tables, one curve per head dimension and causality."""
     backward: list[AttentionCurve] = Field(default_factory=list)
     """Backward-pass tables (training); empty: the forward tables."""
 
@@ -126,9 +131,11 @@ class Gemm(Spec):
     with (its achievable fraction)."""
 
     library: str = Field(min_length=1)
+    """The GEMM library (cuBLAS, hipBLASLt, CUTLASS)."""
     factor: float = Field(default=1.0, gt=0, le=2)
     """Its rate over the calibration library's on the same shapes (1.0 unless sourced)."""
     source: str | None = None
+    """Where `factor` comes from (a comparison of the two libraries)."""
 
 
 class Overlap(Spec):
@@ -139,13 +146,16 @@ class Overlap(Spec):
     """Tensor-parallel all-gathers and reduce-scatters pipelined with the GEMMs they feed
     or follow (Transformer Engine's userbuffers; it needs sequence parallelism)."""
     source: str | None = None
+    """Where the overlap is documented (the library's or framework's description)."""
 
 
 class Stack(Spec):
     """A software stack: engine, front-end, GEMM library, attention kernels, collectives."""
 
     name: str = Field(min_length=1)
+    """Name of the stack, shown in the outputs (a shipped stack's is its file name)."""
     description: str = Field(min_length=1)
+    """One line on what the stack is (engine, libraries), shown with the shipped stacks."""
     vendor: Literal["cuda", "rocm", "other"]
     """The platform it runs on."""
     default_for: list[str] = Field(default_factory=list)
@@ -164,6 +174,7 @@ class Stack(Spec):
     """The collective library (NCCL, RCCL): documentation of the stack."""
     overlap: Overlap = Field(default_factory=Overlap)
     source: str | None = None
+    """Where the stack's composition comes from (release notes, the engine's docs)."""
 
     def covers(self, software: str) -> int:
         """Length of the longest of `software`'s prefixes listed (0: none)."""

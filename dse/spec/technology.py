@@ -82,6 +82,8 @@ class UnitArea(Documented):
 
 
 class Compute(Spec):
+    """Area of compute per dense matrix FLOP/s, by the kind of core."""
+
     gpu: ComputeArea
     """GPU-style cores (NVIDIA SM, AMD CU): matrix units plus SIMT vector ALUs, register
     files, schedulers, load/store and special-function units; the core's SRAM (L1/shared
@@ -119,6 +121,9 @@ class Phy(Documented):
 
 
 class PhyArea(Spec):
+    """Each off-chip interface's PHY and controller, per instance: area, die edge, lane
+    rate, each with its source."""
+
     hbm: Phy
     """Per HBM stack (1024-bit interface)."""
     lpddr: Phy
@@ -331,7 +336,11 @@ class PackagingLimit(Documented):
     whether it can carry HBM (which needs an interposer or silicon bridges)."""
 
     limit: Area
+    """Largest interposer (or substrate) it builds, mm^2; a design with HBM whose
+    interposer needs more is infeasible (the cost model's reason, a study's reticle
+    constraint)."""
     hbm: bool
+    """Whether it can carry HBM stacks; a design with HBM on one that cannot is infeasible."""
 
 
 class PackageRules(Documented):

@@ -58,10 +58,12 @@ class TransformerSpec(WorkloadFile):
     """A Transformer encoder or decoder."""
 
     kind: Literal["transformer"]
+    """The kind of workload, which selects this schema."""
     architecture: Literal["encoder", "decoder"]
     """encoder: bidirectional attention over the whole input (BERT); decoder: causal
     attention with a KV cache (GPT, Llama)."""
     layers: int = Field(gt=0)
+    """Transformer blocks (attention plus feed-forward), each lowered to its operators."""
     d_model: int = Field(gt=0)
     """Hidden size."""
     heads: int = Field(gt=0)
@@ -76,9 +78,12 @@ class TransformerSpec(WorkloadFile):
     ffn: Literal["gelu", "relu", "swiglu", "geglu"] = "gelu"
     """gelu/relu: two matrices (up, down); swiglu/geglu: three (gate, up, down)."""
     vocab: int = Field(gt=0)
+    """Vocabulary size, tokens: the embedding table and the LM head are vocab x d_model."""
     tied_embeddings: bool = False
     """The LM head reuses the input embedding matrix."""
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    """Normalization before attention and the feed-forward block: layernorm (scale and,
+    with `bias`, shift) or rmsnorm (scale only); sets its weights and elementwise FLOPs."""
     position: Literal["learned", "rope", "alibi", "none"] = "learned"
     """Position encoding; learned adds a max_positions x d_model table."""
     max_positions: int | None = Field(default=None, gt=0)
@@ -125,9 +130,13 @@ class GemmSpec(WorkloadFile):
     `gemm:MxNxK` and `gemm:BxMxNxK` workload names build one."""
 
     kind: Literal["gemm"]
+    """The kind of workload, which selects this schema."""
     m: int = Field(gt=0)
+    """Rows of A and C (tokens, for a linear layer)."""
     n: int = Field(gt=0)
+    """Columns of W and C (output features)."""
     k: int = Field(gt=0)
+    """Reduction dimension: columns of A, rows of W (input features)."""
     batch: int = Field(default=1, gt=0)
     """Independent multiplies of the same shape."""
     scenarios: dict[str, Scenario] = Field(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import inspect
 import types
 import typing
 from collections.abc import Callable, Iterable
@@ -285,7 +286,9 @@ def workload_page() -> str:
         f"`scenarios`: {text(model.model_fields['scenarios'].description) or 'named scenarios'}"
         f" ({'recommender scenario' if kind == 'recommender' else 'scenario'} fields below).\n"
         for kind, model in WORKLOAD_SCHEMAS.items())
-    rec_only = set(Scenario.model_fields)
+    # the scenario fields a recommender scenario takes as they are (those it redeclares, such
+    # as seq_in, are listed with its own description)
+    rec_only = set(Scenario.model_fields) - set(inspect.get_annotations(RecScenario))
     return f"""# Workload fields
 
 {NOTE}
@@ -306,7 +309,8 @@ A scenario of a Transformer or GEMM workload:
 {schema_table(Scenario, "scenarios.<name>.")}
 ## Recommender scenario fields
 
-A recommender's scenarios take the scenario fields above and these:
+A recommender's scenarios take the scenario fields above and these (a field in both tables
+means, for a recommender, what this one says):
 
 {schema_table(RecScenario, "scenarios.<name>.", skip=rec_only)}
 ## Shipped workloads

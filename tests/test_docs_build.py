@@ -118,6 +118,68 @@ def test_every_schema_field_is_documented(site: Path, page: str) -> None:
     assert not missing, "\n".join(missing)
 
 
+def _rows_without_description(raw: str) -> list[str]:
+    """The first cell of each body row, in a table whose last column is `description`, whose
+    description cell is empty (a field table, or the design vocabulary's)."""
+    empty = []
+    for tab in re.findall(r"<table>(.*?)</table>", raw, flags=re.S):
+        heads = [h.strip() for h in re.findall(r"<th[^>]*>(.*?)</th>", tab, flags=re.S)]
+        if not heads or heads[-1] != "description":
+            continue
+        for row in re.findall(r"<tr>(.*?)</tr>", tab.split("<tbody>", 1)[-1], flags=re.S):
+            cells = re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S)
+            if cells and not re.sub(r"<[^>]+>", "", cells[-1]).strip():
+                empty.append(html.unescape(re.sub(r"<[^>]+>", "", cells[0])))
+    return empty
+
+
+@pytest.mark.parametrize("page", list(_schema_roots()))
+def test_every_field_row_has_a_description(site: Path, page: str) -> None:
+    """No key of a schema page (nor a path of the design vocabulary) has an empty
+    description: each field has a docstring, or repeats one with Field(description=...)."""
+    raw = _html(site, page, fields_only=False)
+    assert "<th>description</th>" in raw, f"{page}: no field table"
+    empty = _rows_without_description(raw)
+    assert not empty, f"{page}: rows without a description: {empty}"
+
+
+def test_every_schema_field_has_a_description() -> None:
+    """The same at the source, without a build: every field reachable from the schema roots
+    has a description, or is a section whose class says what it is (the generator's
+    fallback)."""
+    missing = sorted({f"{model.__name__}.{name}"
+                      for roots in _schema_roots().values()
+                      for model, name in reachable_fields(roots)
+                      if not (model.model_fields[name].description or "").strip()
+                      and not any((m.__doc__ or "").strip() for m in
+                                  _models_in(model.model_fields[name].annotation))})
+    assert not missing, f"fields without a description: {missing}"
+
+
+def test_a_repeated_field_shares_its_description() -> None:
+    """A study workload's scenario fields and an alternative's changes take the text of the
+    field they repeat (dse.spec.types.same_as), so the two cannot drift apart."""
+    from dse.spec.scenario import Scenario
+    from dse.spec.study import (
+        ConstraintChange,
+        Constraints,
+        Parameter,
+        ParameterChange,
+        StudyWorkload,
+    )
+
+    # a study workload's `stack` says its own default (the scenario's, not the vendor's)
+    own = {(StudyWorkload, "stack")}
+    for copy, original in ((StudyWorkload, Scenario), (ParameterChange, Parameter),
+                           (ConstraintChange, Constraints)):
+        shared = {n for n in set(copy.model_fields) & set(original.model_fields)
+                  if (copy, n) not in own}
+        assert shared, copy
+        for name in shared:
+            assert copy.model_fields[name].description == \
+                original.model_fields[name].description, f"{copy.__name__}.{name}"
+
+
 def test_schema_pages_state_units(site: Path) -> None:
     text = page_text(site, "reference/hardware")
     assert "bandwidth: B/s, e.g. '3.35 TB/s'" in text

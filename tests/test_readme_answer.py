@@ -11,16 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from dse.report.verdict import page_block, short_block
+from dse.report.verdict import ANSWER_MARKERS, page_block, short_block
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKERS = {"README.md": ("<!-- verdict:begin -->", "<!-- verdict:end -->"),
-           "docs/answer.md": ("<!-- summary:begin -->", "<!-- summary:end -->")}
 
 
 def _block(name: str) -> str:
     text = (ROOT / name).read_text()
-    begin, end = MARKERS[name]
+    begin, end = ANSWER_MARKERS[name]
     assert text.count(begin) == 1 and text.count(end) == 1, f"{name}: one answer block"
     return text.split(begin, 1)[1].split(end, 1)[0].lstrip("\n")
 

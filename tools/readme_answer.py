@@ -16,11 +16,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from dse.report.verdict import page_block, short_block
+from dse.report.verdict import ANSWER_MARKERS, page_block, short_block
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKERS = {"README.md": ("<!-- verdict:begin -->", "<!-- verdict:end -->"),
-           "docs/answer.md": ("<!-- summary:begin -->", "<!-- summary:end -->")}
 
 
 def replace_block(text: str, block: str, begin: str, end: str, name: str) -> str:
@@ -46,7 +44,7 @@ def main(argv: list[str]) -> int:
         return 2
     for name, block in blocks.items():
         path = ROOT / name
-        path.write_text(replace_block(path.read_text(), block, *MARKERS[name], name))
+        path.write_text(replace_block(path.read_text(), block, *ANSWER_MARKERS[name], name))
         print(f"{name}: answer replaced from {summary}")
     shutil.copyfile(folder / "pareto.png", ROOT / "docs" / "images" / "middle-ground-pareto.png")
     return 0

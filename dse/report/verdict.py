@@ -241,6 +241,12 @@ def readme_block(summary_md: str) -> str:
     return "\n".join(lines[start:end]).strip() + "\n"
 
 
+# The lines around each copy of the answer, by file (tools/readme_answer.py writes them,
+# tests/test_readme_answer.py checks them).
+ANSWER_MARKERS = {"README.md": ("<!-- verdict:begin -->", "<!-- verdict:end -->"),
+                  "docs/answer.md": ("<!-- summary:begin -->", "<!-- summary:end -->")}
+
+
 def short_block(summary_md: str) -> str:
     """The verdict's first paragraph (the best design, its budget and what it reaches): the
     README's answer in a few lines."""

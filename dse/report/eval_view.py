@@ -161,11 +161,8 @@ def eval_tables(doc: dict[str, Any], capacity: dict[str, float], top: int = 15) 
 
     sc = doc["scenario"]
     heading = Text(title(doc), style="bold")
-    if sc.get("engine") is not None:
-        heading.append("\n" + describe_engine(Engine.model_construct(**sc["engine"])),
-                       style="none")
-    if sc.get("stack"):
-        heading.append(f"\nstack: {sc['stack']}", style="none")
+    engine = Engine.model_construct(**sc["engine"]) if sc.get("engine") is not None else None
+    heading.append(setup_lines(engine, sc.get("stack")), style="none")
     head = Table(show_header=False)
     head.add_column("metric")
     head.add_column("value", justify="right")
@@ -275,6 +272,13 @@ def _value_cell(key: str, value: Any) -> str:
     return str(value) if key in SCENARIO_FIELDS else hardware_value(key, value)
 
 
+def setup_lines(engine: Engine | None, stack: str | None) -> str:
+    """The lines under a heading that say how the design ran: the serving engine (served
+    phases) and the software stack; "" when neither applies."""
+    return (("\n" + describe_engine(engine) if engine is not None else "")
+            + (f"\nstack: {stack}" if stack else ""))
+
+
 def sweep_heading(sw: Sweep) -> str:
     """What a sweep ran: workload, scenario(s), hardware, chips, the options every design
     shares, and what varies."""
@@ -290,10 +294,8 @@ def sweep_heading(sw: Sweep) -> str:
     joiner = " x " if sw.mode == "grid" else ", "
     varied = joiner.join(option_name(k) for k in sw.varied) or "nothing"
     sc = ev.scenario_of(0)
-    if phases.get(sc.phase).served:  # the engine that ran: the stack's, the scenario's
-        text += "\n" + describe_engine(engine_of(sc))
-    if sc.stack is not None:
-        text += f"\nstack: {sc.stack}"
+    # the engine that ran (served phases): the stack's, with the scenario's fields
+    text += setup_lines(engine_of(sc) if phases.get(sc.phase).served else None, sc.stack)
     return f"{text}\n{sw.n} design{'s' if sw.n > 1 else ''}, varying {varied} ({sw.mode})"
 
 

@@ -40,15 +40,16 @@ def validation_result() -> tuple[dict[str, Any], bytes]:
 
 def validation_tables(doc: dict[str, Any]) -> str:
     from dse import units
-    from dse.model.metrics import METRICS
+    from dse.report.validation_view import metric_label
 
     def value(x: float | None, metric: str) -> str:
+        """A measured or predicted value in its unit, as the validation plot labels it."""
         if x is None:
             return "-"
-        m = METRICS.get(metric)
-        if m is not None and isinstance(m.unit, units.Kind):
-            return units.format_quantity(x, m.unit, 4)
-        return f"{x:.4g}" + (f" {m.unit}" if m is not None else "")
+        unit = metric_label(metric)[1]
+        if isinstance(unit, units.Kind):
+            return units.format_quantity(x, unit, 4)
+        return f"{x:.4g}" + (f" {unit}" if unit else "")
 
     summary = dict(doc["summary"])
     skipped, invalid = summary.pop("skipped", 0), summary.pop("invalid", 0)

@@ -163,7 +163,7 @@ class ValidationPlot:
     band: float = BAND
 
 
-def _metric(metric: str) -> tuple[str, units.Kind | str]:
+def metric_label(metric: str) -> tuple[str, units.Kind | str]:
     """A metric's label and unit: `dse eval`'s table, else from its unit suffix."""
     from dse.report.eval_view import _METRIC_UNITS
 
@@ -188,7 +188,7 @@ def plot_data(rows: list[Row]) -> ValidationPlot:
         panels.setdefault((r.phase, r.metric), []).append(
             (r.id, r.hardware, r.measured, r.predicted))
     return ValidationPlot(
-        panels=tuple(Panel(phase, metric, *_metric(metric), points=tuple(pts))
+        panels=tuple(Panel(phase, metric, *metric_label(metric), points=tuple(pts))
                      for (phase, metric), pts in panels.items()),
         hardware=tuple(dict.fromkeys(p[1] for pts in panels.values() for p in pts)))
 
